@@ -1,0 +1,33 @@
+//! Address-keyed FIFO wait queues: the futex protocol behind `Atomics.wait`,
+//! `Atomics.notify` and `Atomics.waitAsync`, without any JavaScript engine.
+//!
+//! # The contract
+//!
+//! * [`WaitTable::wait`] and [`WaitTable::wait_async`] run a caller-supplied
+//!   `validate` closure *while holding the lock of the bucket that owns the
+//!   address*. If it returns `false` ("the value is not the expected one") the
+//!   call returns at once and nothing is queued. Because [`WaitTable::notify`]
+//!   takes the same bucket lock, a notifier that changed the value before
+//!   notifying can never slip between the check and the enqueue: no wake-up is
+//!   lost.
+//! * One queue per address, shared by blocking and async waiters, served in
+//!   FIFO order.
+//! * Every waiter gets exactly one outcome. The outcome is decided by whoever
+//!   removes the waiter from its queue, and removal only happens under the
+//!   bucket lock: `notify` (→ ok), the timeout (→ timed out), a cancellation,
+//!   or the teardown of the owning thread.
+//! * Blocking waiters never wake spuriously from the caller's point of view:
+//!   [`WaitTable::wait`] returns only with one of the outcomes above.
+//!
+//! # Layout
+//!
+//! * [`table`]: the hashed buckets and the four operations.
+//! * [`timer`]: one background thread that fires async deadlines.
+//! * `sync`: a `std` / `loom` shim so model tests run the same code.
+
+mod sync;
+pub mod table;
+pub mod timer;
+
+pub use table::{AsyncOutcome, Key, Owner, Ticket, WaitResult, WaitTable};
+pub use timer::Timer;

@@ -1,0 +1,321 @@
+//! The wait table: hashed buckets of per-address FIFO queues.
+//!
+//! # Implementation details
+//!
+//! An address is hashed to one of a fixed number of buckets. Each bucket is a
+//! mutex around a short list of queues, one per address that currently has
+//! waiters (a bucket rarely holds more than one). A queue is ordered by a
+//! sequence number taken under the bucket lock, so its order is the order in
+//! which waiters enqueued: popping the smallest entry is FIFO, and a waiter
+//! that leaves early (timeout, cancellation) is removed by its sequence number
+//! in `O(log n)` without disturbing the others.
+//!
+//! There is no global lock: two addresses in different buckets never contend,
+//! and an address's waiters are only ever touched under its bucket's lock.
+//!
+//! Wake-ups are decided under the lock (the waiter is removed from its queue
+//! and, for a blocking waiter, its `notified` flag is set) and delivered after
+//! the lock is released (unpark, or the owner's completion callback), so a
+//! woken thread never immediately blocks on the bucket lock its waker holds.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use crate::sync::{current, park_timeout, Arc, AtomicBool, AtomicU64, Mutex, Ordering, Thread};
+
+/// A memory location: the address of the waited-on element. A
+/// `SharedArrayBuffer`'s memory has the same address in every thread, so the
+/// address alone identifies the location across threads.
+pub type Key = usize;
+
+/// What a blocking [`WaitTable::wait`] ended with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitResult {
+    /// Woken by [`WaitTable::notify`].
+    Ok,
+    /// `validate` returned false: the value was not the expected one; nothing was queued.
+    NotEqual,
+    /// The deadline passed before a notify reached this waiter.
+    TimedOut,
+    /// The `interrupted` probe reported that the waiting thread must stop; the
+    /// waiter left the queue without consuming a wake-up.
+    Interrupted,
+}
+
+/// The outcome delivered to an async waiter's [`Owner`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AsyncOutcome {
+    Ok,
+    TimedOut,
+}
+
+/// The thread (or event loop) that async waiters belong to.
+///
+/// `complete` is called at most once per async waiter, never while a bucket
+/// lock is held, from whichever thread decided the outcome (a notifier or the
+/// timer thread).
+pub trait Owner: Send + Sync {
+    /// False once the owner is being torn down. A notify that finds a waiter
+    /// of a dead owner drops it without counting it as woken.
+    fn is_alive(&self) -> bool;
+    /// Delivers the outcome of the async waiter identified by `token`.
+    fn complete(&self, token: u64, outcome: AsyncOutcome);
+}
+
+/// Identifies a queued async waiter, for [`WaitTable::timeout`] and
+/// [`WaitTable::cancel`]. `seq` is unique in the table and is also the token
+/// passed to [`Owner::complete`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ticket {
+    pub key: Key,
+    pub seq: u64,
+}
+
+/// A blocking waiter: the parked thread and the flag its waker sets.
+struct SyncWaiter {
+    /// Set (under the bucket lock) by the notify that removed this waiter.
+    notified: AtomicBool,
+    thread: Thread,
+}
+
+enum Waiter {
+    Sync(Arc<SyncWaiter>),
+    Async(Arc<dyn Owner>),
+}
+
+struct Queue {
+    key: Key,
+    /// Waiters of `key` by sequence number: the first entry is the oldest.
+    waiters: BTreeMap<u64, Waiter>,
+}
+
+/// One bucket, padded to its own cache line so neighbours do not false-share.
+#[repr(align(64))]
+struct Bucket {
+    /// Queues of the addresses hashed here that have at least one waiter.
+    /// Empty queues are removed as soon as they empty.
+    queues: Mutex<Vec<Queue>>,
+}
+
+/// A table of wait queues keyed by address. See the module docs.
+pub struct WaitTable {
+    buckets: Box<[Bucket]>,
+    /// Source of sequence numbers. Only incremented under a bucket lock, so
+    /// within one address the numbers follow enqueue order.
+    next_seq: AtomicU64,
+}
+
+impl Default for WaitTable {
+    fn default() -> Self {
+        Self::new(1024)
+    }
+}
+
+fn position(queues: &[Queue], key: Key) -> Option<usize> {
+    queues.iter().position(|q| q.key == key)
+}
+
+impl WaitTable {
+    /// A table with `buckets` buckets (rounded up to a power of two).
+    pub fn new(buckets: usize) -> Self {
+        let n = buckets.max(1).next_power_of_two();
+        WaitTable {
+            buckets: (0..n).map(|_| Bucket { queues: Mutex::new(Vec::new()) }).collect(),
+            next_seq: AtomicU64::new(1),
+        }
+    }
+
+    fn bucket(&self, key: Key) -> &Bucket {
+        // Fibonacci hashing of the element address (its low bits carry little
+        // information: elements are 4- or 8-byte aligned).
+        let h = (key as u64 >> 2).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let bits = self.buckets.len().trailing_zeros();
+        let index = if bits == 0 { 0 } else { (h >> (64 - bits)) as usize };
+        &self.buckets[index]
+    }
+
+    /// Queues `waiter` on `key` if `validate()` holds; returns its sequence number.
+    ///
+    /// `validate` runs under the bucket lock: this is the whole futex
+    /// protocol. A notifier changes the value *before* it takes the bucket lock
+    /// in `notify`, so either `validate` sees the new value (and we do not
+    /// queue), or we are queued before `notify` looks at the queue.
+    fn enqueue(&self, key: Key, validate: impl FnOnce() -> bool, waiter: Waiter) -> Option<u64> {
+        let mut queues = self.bucket(key).queues.lock();
+        if !validate() {
+            return None;
+        }
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        match position(&queues, key) {
+            Some(i) => {
+                queues[i].waiters.insert(seq, waiter);
+            }
+            None => {
+                let mut waiters = BTreeMap::new();
+                waiters.insert(seq, waiter);
+                queues.push(Queue { key, waiters });
+            }
+        }
+        Some(seq)
+    }
+
+    /// Removes the waiter `seq` from `key`'s queue. Returns it if it was still
+    /// queued, `None` if someone else already decided its outcome.
+    fn remove(&self, key: Key, seq: u64) -> Option<Waiter> {
+        let mut queues = self.bucket(key).queues.lock();
+        let i = position(&queues, key)?;
+        let waiter = queues[i].waiters.remove(&seq);
+        if queues[i].waiters.is_empty() {
+            queues.swap_remove(i);
+        }
+        waiter
+    }
+
+    /// Blocks the calling thread on `key` until notified, the deadline passes,
+    /// or `interrupted()` returns true.
+    ///
+    /// `validate` runs under the bucket lock (see [`WaitTable`]); when it
+    /// returns false the result is [`WaitResult::NotEqual`]. The thread parks
+    /// in slices of at most `slice`; between slices it calls `interrupted`, so
+    /// a thread that is asked to stop (a terminated worker) leaves the queue
+    /// within one slice. Spurious unparks are absorbed here.
+    pub fn wait(
+        &self,
+        key: Key,
+        validate: impl FnOnce() -> bool,
+        deadline: Option<Instant>,
+        slice: std::time::Duration,
+        mut interrupted: impl FnMut() -> bool,
+    ) -> WaitResult {
+        let me = Arc::new(SyncWaiter { notified: AtomicBool::new(false), thread: current() });
+        let Some(seq) = self.enqueue(key, validate, Waiter::Sync(me.clone())) else {
+            return WaitResult::NotEqual;
+        };
+        loop {
+            // Acquire pairs with the Release store in `notify`: whatever the
+            // notifier wrote before notifying is visible once we see the flag.
+            if me.notified.load(Ordering::Acquire) {
+                return WaitResult::Ok;
+            }
+            let mut nap = slice;
+            if let Some(deadline) = deadline {
+                let now = Instant::now();
+                if now >= deadline {
+                    return self.leave(key, seq, WaitResult::TimedOut);
+                }
+                nap = nap.min(deadline - now);
+            }
+            park_timeout(nap);
+            if !me.notified.load(Ordering::Acquire) && interrupted() {
+                return self.leave(key, seq, WaitResult::Interrupted);
+            }
+        }
+    }
+
+    /// A blocking waiter gives up (`why`): it leaves the queue, unless a
+    /// notify already removed it, in which case that wake-up is its outcome.
+    fn leave(&self, key: Key, seq: u64, why: WaitResult) -> WaitResult {
+        match self.remove(key, seq) {
+            Some(_) => why,
+            // Not queued any more: a notify removed us and set `notified`
+            // under the same bucket lock we just took, so the wake-up is ours.
+            None => WaitResult::Ok,
+        }
+    }
+
+    /// Queues an async waiter of `owner` on `key` if `validate()` holds
+    /// (checked under the bucket lock). Returns its ticket; its outcome is
+    /// later delivered through `owner.complete(ticket.seq, _)` exactly once,
+    /// unless it is removed by [`WaitTable::cancel`] or
+    /// [`WaitTable::remove_owner`] first.
+    pub fn wait_async(&self, key: Key, validate: impl FnOnce() -> bool, owner: Arc<dyn Owner>) -> Option<Ticket> {
+        self.enqueue(key, validate, Waiter::Async(owner)).map(|seq| Ticket { key, seq })
+    }
+
+    /// Times out an async waiter: if it is still queued it is removed and its
+    /// owner gets [`AsyncOutcome::TimedOut`]. Returns whether that happened
+    /// (false: a notify, cancel or teardown got there first).
+    pub fn timeout(&self, ticket: Ticket) -> bool {
+        match self.remove(ticket.key, ticket.seq) {
+            Some(Waiter::Async(owner)) => {
+                owner.complete(ticket.seq, AsyncOutcome::TimedOut);
+                true
+            }
+            Some(Waiter::Sync(_)) => unreachable!("tickets are only handed out for async waiters"),
+            None => false,
+        }
+    }
+
+    /// Removes an async waiter without delivering any outcome. Returns whether
+    /// it was still queued.
+    pub fn cancel(&self, ticket: Ticket) -> bool {
+        self.remove(ticket.key, ticket.seq).is_some()
+    }
+
+    /// Wakes up to `count` waiters of `key`, oldest first, and returns how
+    /// many were woken. Async waiters whose owner is no longer alive are
+    /// dropped on the way and not counted.
+    pub fn notify(&self, key: Key, count: usize) -> usize {
+        let mut sync_woken: Vec<Arc<SyncWaiter>> = Vec::new();
+        let mut async_woken: Vec<(Arc<dyn Owner>, u64)> = Vec::new();
+        let mut woken = 0;
+        {
+            let mut queues = self.bucket(key).queues.lock();
+            let Some(i) = position(&queues, key) else {
+                return 0;
+            };
+            let waiters = &mut queues[i].waiters;
+            while woken < count {
+                let Some((seq, waiter)) = waiters.pop_first() else { break };
+                match waiter {
+                    Waiter::Sync(w) => {
+                        // Release pairs with the Acquire load in `wait`.
+                        w.notified.store(true, Ordering::Release);
+                        sync_woken.push(w);
+                        woken += 1;
+                    }
+                    Waiter::Async(owner) => {
+                        if owner.is_alive() {
+                            async_woken.push((owner, seq));
+                            woken += 1;
+                        }
+                    }
+                }
+            }
+            if waiters.is_empty() {
+                queues.swap_remove(i);
+            }
+        }
+        // Deliver after releasing the lock.
+        for w in &sync_woken {
+            w.thread.unpark();
+        }
+        for (owner, seq) in async_woken {
+            owner.complete(seq, AsyncOutcome::Ok);
+        }
+        woken
+    }
+
+    /// Removes every async waiter that belongs to `owner` (a thread being torn
+    /// down), without delivering outcomes. Returns how many were removed.
+    pub fn remove_owner(&self, owner: &Arc<dyn Owner>) -> usize {
+        let target = Arc::as_ptr(owner) as *const ();
+        let mut removed = 0;
+        for bucket in self.buckets.iter() {
+            let mut queues = bucket.queues.lock();
+            for q in queues.iter_mut() {
+                let before = q.waiters.len();
+                q.waiters.retain(|_, w| !matches!(w, Waiter::Async(o) if Arc::as_ptr(o) as *const () == target));
+                removed += before - q.waiters.len();
+            }
+            queues.retain(|q| !q.waiters.is_empty());
+        }
+        removed
+    }
+
+    /// How many waiters (of any kind) are queued on `key`.
+    pub fn len(&self, key: Key) -> usize {
+        let queues = self.bucket(key).queues.lock();
+        position(&queues, key).map_or(0, |i| queues[i].waiters.len())
+    }
+}
