@@ -1,0 +1,231 @@
+'use strict'
+// wait / notify / waitAsync with the argument handling of ECMAScript's
+// Atomics.wait / Atomics.notify / Atomics.waitAsync (ES2024 DoWait and
+// Atomics.notify), over the native wait table.
+//
+// Conversion order is the spec's: typed array kind and sharedness, then
+// index (ToIndex), then value (ToInt32 / ToBigInt64), then timeout
+// (ToNumber), then the comparison. Conversions run user code (valueOf), so
+// they all happen here, before native code is entered.
+
+const { types } = require('util')
+const { threadId } = require('worker_threads')
+const binding = require('./native')
+
+const TypedArrayPrototype = Object.getPrototypeOf(Int32Array.prototype)
+const getter = (name) => Object.getOwnPropertyDescriptor(TypedArrayPrototype, name).get
+// These work on typed arrays of any realm and never run user code.
+const tagOf = getter(Symbol.toStringTag)
+const bufferOf = getter('buffer')
+const lengthOf = getter('length')
+
+const RESULTS = ['ok', 'not-equal', 'timed-out']
+const MAX_SAFE = Number.MAX_SAFE_INTEGER
+
+function describe (value) {
+  if (typeof value === 'function') return 'function'
+  if (typeof value === 'symbol') return 'Symbol()'
+  if (typeof value !== 'object' || value === null) return String(value)
+  return Object.prototype.toString.call(value)
+}
+
+// ValidateIntegerTypedArray(ta, waitable = true): returns true for
+// BigInt64Array, false for Int32Array, throws a TypeError otherwise.
+function kindOf (ta) {
+  const tag = tagOf.call(ta)
+  if (tag === 'Int32Array') return false
+  if (tag === 'BigInt64Array') return true
+  throw new TypeError(`${describe(ta)} is not an int32 or BigInt64 typed array.`)
+}
+
+function isShared (ta) {
+  return types.isSharedArrayBuffer(bufferOf.call(ta))
+}
+
+// ToIndex followed by the bounds check of ValidateAtomicAccess.
+function toIndex (ta, index) {
+  let i
+  if (typeof index === 'number' && index >= 0 && index <= MAX_SAFE) {
+    i = Math.floor(index) // fast path: no user code can run
+  } else if (index === undefined) {
+    i = 0
+  } else {
+    const n = +index // ToNumber: TypeError for Symbol and BigInt
+    i = n !== n ? 0 : Math.trunc(n)
+    if (i < 0 || i > MAX_SAFE) throw new RangeError('Invalid atomic access index')
+  }
+  if (i >= lengthOf.call(ta)) throw new RangeError('Invalid atomic access index')
+  return i
+}
+
+// ToInt32 (for Int32Array) or ToBigInt64 (for BigInt64Array).
+function toValue (big, value) {
+  // `BigInt.asIntN` applies ToBigInt (TypeError for numbers, undefined,
+  // symbols; SyntaxError for bad strings), then wraps to 64 bits.
+  if (big) return BigInt.asIntN(64, value)
+  // `| 0` is ToNumeric + ToInt32: a BigInt or Symbol throws a TypeError.
+  return value | 0
+}
+
+// ToNumber(timeout), with NaN and undefined meaning forever and negatives 0.
+function toTimeout (timeout) {
+  if (timeout === undefined) return Infinity
+  const t = +timeout
+  if (t !== t) return Infinity
+  return t > 0 ? t : 0
+}
+
+// The count of Atomics.notify: undefined is all; else ToIntegerOrInfinity, at least 0.
+function toCount (count) {
+  if (count === undefined) return Infinity
+  const c = +count
+  if (c !== c || c <= 0) return 0
+  return c === Infinity ? Infinity : Math.trunc(c)
+}
+
+function checkShared (ta) {
+  if (!isShared(ta)) throw new TypeError(`${describe(ta)} is not a shared typed array.`)
+}
+
+// --- async waiters of this thread -----------------------------------------
+
+// Promises of this thread's queued async waiters, by native token: plain ones
+// (the event loop may exit while they are pending, as with native waitAsync)
+// and keep-alive ones (the threadsafe function is ref'd while there are any).
+const pending = new Map()
+const pendingRef = new Map()
+// Typed arrays with queued waiters of this thread: holding them keeps their
+// SharedArrayBuffer (and so the queued addresses) alive. Cleared whenever no
+// waiter is left.
+const live = new Set()
+let keepAliveDefault = false
+let initialized = false
+
+function release (token) {
+  if (pending.delete(token)) return
+  pendingRef.delete(token)
+  if (pendingRef.size === 0) binding.setRef(false)
+}
+
+function settle (tokens) {
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i]
+    const token = t > 0 ? t : -t
+    const resolve = pending.get(token) || pendingRef.get(token)
+    if (resolve === undefined) continue
+    release(token)
+    resolve(t > 0 ? 'ok' : 'timed-out')
+  }
+  if (pending.size === 0 && pendingRef.size === 0) live.clear()
+}
+
+// Queues an async waiter whose arguments are already converted. Returns
+// 'not-equal', or { token, promise } with a promise of 'ok' | 'timed-out'.
+function enqueueAsync (ta, index, value, timeout, keepAlive) {
+  if (!initialized) {
+    binding.initAsync(settle)
+    initialized = true
+  }
+  const token = binding.waitAsync(ta, index, value, timeout)
+  if (token === 0) return 'not-equal'
+  let resolve
+  const promise = new Promise((r) => { resolve = r })
+  if (keepAlive) {
+    if (pendingRef.size === 0) binding.setRef(true)
+    pendingRef.set(token, resolve)
+  } else {
+    pending.set(token, resolve)
+  }
+  live.add(ta)
+  return { token, promise }
+}
+
+// Takes a queued waiter back out. True if it had not settled yet: its promise
+// then never settles (the caller resolves its own outcome).
+function cancelAsync (ta, index, token) {
+  if (!binding.cancelAsync(ta, index, token)) return false
+  release(token)
+  if (pending.size === 0 && pendingRef.size === 0) live.clear()
+  return true
+}
+
+// Converts waitAsync's arguments; returns either a synchronous result string
+// or the converted arguments.
+function prepareAsync (ta, index, value, timeout) {
+  const big = kindOf(ta)
+  checkShared(ta)
+  const i = toIndex(ta, index)
+  const v = toValue(big, value)
+  const t = toTimeout(timeout)
+  return { i, v, t }
+}
+
+// --- the three operations --------------------------------------------------
+
+// Method syntax: like the built-ins, these are not constructors.
+const api = {
+  wait (ta, index, value, timeout) {
+    const big = kindOf(ta)
+    checkShared(ta)
+    const i = toIndex(ta, index)
+    const v = toValue(big, value)
+    const t = toTimeout(timeout)
+    if (t === 0) return Atomics.load(ta, i) === v ? 'timed-out' : 'not-equal'
+    return RESULTS[binding.wait(ta, i, v, t)]
+  },
+
+  notify (ta, index, count) {
+    kindOf(ta)
+    const i = toIndex(ta, index)
+    const c = toCount(count)
+    // Non-shared memory has no waiters (Node 16+ returns 0 here too).
+    if (!isShared(ta)) return 0
+    return binding.notify(ta, i, c)
+  },
+
+  waitAsync (ta, index, value, timeout) {
+    const { i, v, t } = prepareAsync(ta, index, value, timeout)
+    return waitAsyncConverted(ta, i, v, t, keepAliveDefault)
+  }
+}
+
+function waitAsyncConverted (ta, i, v, t, keepAlive) {
+  if (t === 0) {
+    return { async: false, value: Atomics.load(ta, i) === v ? 'timed-out' : 'not-equal' }
+  }
+  const r = enqueueAsync(ta, i, v, t, keepAlive)
+  if (r === 'not-equal') return { async: false, value: 'not-equal' }
+  return { async: true, value: r.promise }
+}
+
+// Sets whether async waiters created from now on by this thread's
+// `waitAsync` keep the event loop alive. Returns the previous setting.
+function setKeepAlive (enabled) {
+  const previous = keepAliveDefault
+  keepAliveDefault = !!enabled
+  return previous
+}
+
+binding.registerThread(threadId)
+
+module.exports = {
+  wait: api.wait,
+  notify: api.notify,
+  waitAsync: api.waitAsync,
+  setKeepAlive,
+  // Internal: for the lock and polyfill modules.
+  internal: {
+    kindOf,
+    isShared,
+    toIndex,
+    toValue,
+    toTimeout,
+    prepareAsync,
+    waitAsyncConverted,
+    enqueueAsync,
+    cancelAsync,
+    isThreadAlive: binding.isThreadAlive,
+    queueLength: binding.queueLength,
+    threadId
+  }
+}

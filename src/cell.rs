@@ -1,0 +1,135 @@
+//! From a JavaScript typed array and an index to the address of one shared
+//! element, which is also the element's wait-queue key.
+
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+
+use napi::{sys, Error, Result, Status};
+
+/// One element of an `Int32Array` or `BigInt64Array` on a `SharedArrayBuffer`.
+#[derive(Clone, Copy)]
+pub enum Cell {
+    I32(*const AtomicI32),
+    I64(*const AtomicI64),
+}
+
+/// The value a waiter expects to find, of the array's element type.
+#[derive(Clone, Copy)]
+pub enum Expected {
+    I32(i32),
+    I64(i64),
+}
+
+fn type_error(msg: &str) -> Error {
+    Error::new(Status::InvalidArg, msg.to_owned())
+}
+
+fn check(status: sys::napi_status, what: &str) -> Result<()> {
+    if status == sys::Status::napi_ok {
+        Ok(())
+    } else {
+        Err(Error::new(Status::GenericFailure, format!("{what} failed ({status})")))
+    }
+}
+
+impl Cell {
+    /// Resolves `ta[index]`. The JS layer has already validated and converted
+    /// the arguments with the spec's rules; this re-checks everything memory
+    /// safety depends on (kind, sharedness, bounds) instead of trusting it.
+    ///
+    /// # Safety
+    /// `env` and `ta` must be the live handles of the current N-API call. The
+    /// returned pointer is valid for as long as the array's `SharedArrayBuffer`
+    /// is alive (shared memory is never detached, and cannot shrink).
+    pub unsafe fn resolve(env: sys::napi_env, ta: sys::napi_value, index: f64) -> Result<Cell> {
+        let mut is_typed = false;
+        // SAFETY: live env/value handles (function contract).
+        check(unsafe { sys::napi_is_typedarray(env, ta, &mut is_typed) }, "napi_is_typedarray")?;
+        if !is_typed {
+            return Err(type_error("argument is not an Int32Array or BigInt64Array"));
+        }
+        let mut kind = 0;
+        let mut length = 0usize;
+        let mut data: *mut c_void = ptr::null_mut();
+        let mut buffer = ptr::null_mut();
+        let mut byte_offset = 0usize;
+        // SAFETY: `ta` is a typed array (checked above); all out-pointers are valid locals.
+        check(
+            unsafe { sys::napi_get_typedarray_info(env, ta, &mut kind, &mut length, &mut data, &mut buffer, &mut byte_offset) },
+            "napi_get_typedarray_info",
+        )?;
+        // A `SharedArrayBuffer` is not an `ArrayBuffer` for N-API (true on every
+        // Node from 12 on): that is how non-shared memory, which can be detached
+        // and freed under a waiter, is refused.
+        let mut is_plain_buffer = true;
+        // SAFETY: `buffer` was just returned by napi_get_typedarray_info.
+        check(unsafe { sys::napi_is_arraybuffer(env, buffer, &mut is_plain_buffer) }, "napi_is_arraybuffer")?;
+        if is_plain_buffer {
+            return Err(type_error("the typed array is not backed by a SharedArrayBuffer"));
+        }
+        if !(index >= 0.0 && index < length as f64 && index.fract() == 0.0) {
+            return Err(Error::new(Status::InvalidArg, "index out of range".to_owned()));
+        }
+        let index = index as usize;
+        // `data` points at the view's first element (N-API applies the byte
+        // offset), and `index < length`, so the element lies inside the buffer.
+        match kind {
+            sys::TypedarrayType::int32_array => Ok(Cell::I32((data as *const AtomicI32).wrapping_add(index))),
+            sys::TypedarrayType::bigint64_array => Ok(Cell::I64((data as *const AtomicI64).wrapping_add(index))),
+            _ => Err(type_error("argument is not an Int32Array or BigInt64Array")),
+        }
+    }
+
+    /// The element's address: the wait-queue key.
+    pub fn key(self) -> usize {
+        match self {
+            Cell::I32(p) => p as usize,
+            Cell::I64(p) => p as usize,
+        }
+    }
+
+    /// Reads the expected value from `value` as this cell's element type: a
+    /// number (already ToInt32'd by the JS layer) or a BigInt.
+    ///
+    /// # Safety
+    /// `env` and `value` must be live handles of the current N-API call.
+    pub unsafe fn expected(self, env: sys::napi_env, value: sys::napi_value) -> Result<Expected> {
+        match self {
+            Cell::I32(_) => {
+                let mut v = 0;
+                // SAFETY: live handles (function contract).
+                check(unsafe { sys::napi_get_value_int32(env, value, &mut v) }, "napi_get_value_int32")?;
+                Ok(Expected::I32(v))
+            }
+            Cell::I64(_) => {
+                let mut v = 0;
+                let mut lossless = false;
+                // SAFETY: live handles (function contract).
+                check(
+                    unsafe { sys::napi_get_value_bigint_int64(env, value, &mut v, &mut lossless) },
+                    "napi_get_value_bigint_int64",
+                )?;
+                Ok(Expected::I64(v))
+            }
+        }
+    }
+
+    /// Whether the element currently holds `expected` (a sequentially
+    /// consistent load, as `Atomics.wait` performs).
+    ///
+    /// # Safety
+    /// The `SharedArrayBuffer` this cell points into must be alive.
+    pub unsafe fn holds(self, expected: Expected) -> bool {
+        // SAFETY: the caller keeps the buffer alive; the element is in bounds
+        // and naturally aligned (typed arrays enforce alignment of their
+        // byte offset), and shared memory is only accessed atomically here.
+        unsafe {
+            match (self, expected) {
+                (Cell::I32(p), Expected::I32(v)) => (*p).load(Ordering::SeqCst) == v,
+                (Cell::I64(p), Expected::I64(v)) => (*p).load(Ordering::SeqCst) == v,
+                _ => false,
+            }
+        }
+    }
+}

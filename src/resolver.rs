@@ -1,0 +1,217 @@
+//! Delivering async outcomes to the JavaScript thread that owns the waiter.
+//!
+//! # Implementation details
+//!
+//! Each thread (N-API env) that uses `waitAsync` gets exactly one
+//! [`Resolver`]: one threadsafe function plus a batch of finished tokens.
+//! [`Owner::complete`] (called by a notifier or the timer thread) appends the
+//! token to the batch and, only if the batch was empty, calls the threadsafe
+//! function. When the JS thread runs the call, it takes the whole batch and
+//! hands it to the JS `settle` callback as one `Float64Array` (`+token` for
+//! 'ok', `-token` for 'timed-out'). A notify-all of 100k waiters thus costs
+//! one wake-up of the owning thread, not 100k.
+//!
+//! Lifetime: the threadsafe function is released by the env cleanup hook (or
+//! finalized by Node), and every call to it happens under `inner`'s lock after
+//! checking it is still there, so a notify racing with a worker's exit never
+//! touches a freed threadsafe function. The cleanup hook also marks the
+//! resolver dead and removes its waiters from the table: a dead thread's
+//! waiters are neither woken nor counted.
+
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use futex_core::{AsyncOutcome, Owner};
+use napi::{sys, Error, Result, Status};
+use parking_lot::Mutex;
+
+use crate::TABLE;
+
+pub struct Resolver {
+    /// Cleared by the env cleanup hook, before the thread's waiters are removed.
+    alive: AtomicBool,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    /// Null once released or finalized; only called while this lock is held.
+    tsfn: sys::napi_threadsafe_function,
+    /// Finished tokens not yet delivered: `+token` ok, `-token` timed out.
+    batch: Vec<f64>,
+    /// A call of the threadsafe function is queued and has not run yet.
+    scheduled: bool,
+}
+
+// SAFETY: the raw threadsafe-function handle is only used under the mutex,
+// and N-API allows calling a threadsafe function from any thread.
+unsafe impl Send for Inner {}
+
+impl Owner for Resolver {
+    fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    fn complete(&self, token: u64, outcome: AsyncOutcome) {
+        let mut inner = self.inner.lock();
+        if inner.tsfn.is_null() {
+            return;
+        }
+        inner.batch.push(match outcome {
+            AsyncOutcome::Ok => token as f64,
+            AsyncOutcome::TimedOut => -(token as f64),
+        });
+        if !inner.scheduled {
+            // SAFETY: `tsfn` is non-null, so it was neither released nor
+            // finalized (both null it under this lock before it is freed).
+            let status = unsafe { sys::napi_call_threadsafe_function(inner.tsfn, ptr::null_mut(), sys::ThreadsafeFunctionCallMode::nonblocking) };
+            // Any failure means the function is closing with its thread.
+            inner.scheduled = status == sys::Status::napi_ok;
+        }
+    }
+}
+
+thread_local! {
+    /// This thread's resolver, created by the first `waitAsync`.
+    static CURRENT: std::cell::RefCell<Option<Arc<Resolver>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// This thread's resolver, if `init` ran on it.
+pub fn current() -> Option<Arc<Resolver>> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+fn check(status: sys::napi_status, what: &str) -> Result<()> {
+    if status == sys::Status::napi_ok {
+        Ok(())
+    } else {
+        Err(Error::new(Status::GenericFailure, format!("{what} failed ({status})")))
+    }
+}
+
+/// Creates this thread's resolver around the JS function `settle`.
+///
+/// # Safety
+/// `env` and `settle` must be live handles of the current N-API call on this thread.
+pub unsafe fn init(env: sys::napi_env, settle: sys::napi_value) -> Result<()> {
+    if current().is_some() {
+        return Ok(());
+    }
+    let resolver = Arc::new(Resolver {
+        alive: AtomicBool::new(true),
+        inner: Mutex::new(Inner { tsfn: ptr::null_mut(), batch: Vec::new(), scheduled: false }),
+    });
+    let mut name = ptr::null_mut();
+    let label = "shared-futex";
+    // SAFETY: live env; `label` is valid UTF-8 of the given length.
+    check(unsafe { sys::napi_create_string_utf8(env, label.as_ptr().cast(), label.len() as isize, &mut name) }, "napi_create_string_utf8")?;
+    // The threadsafe function holds one strong count, returned in `finalize`.
+    let held = Arc::into_raw(resolver.clone()) as *mut c_void;
+    let mut tsfn = ptr::null_mut();
+    // SAFETY: live env and function handle; `held` stays valid until
+    // `finalize` takes it back; `call_js` and `finalize` match N-API's types.
+    let status = unsafe {
+        sys::napi_create_threadsafe_function(env, settle, ptr::null_mut(), name, 0, 1, held, Some(finalize), held, Some(call_js), &mut tsfn)
+    };
+    if status != sys::Status::napi_ok {
+        // SAFETY: creation failed, so N-API will never call `finalize` with it.
+        drop(unsafe { Arc::from_raw(held as *const Resolver) });
+        return check(status, "napi_create_threadsafe_function");
+    }
+    // Pending waiters do not keep the event loop alive unless asked (`set_ref`).
+    // SAFETY: `tsfn` was just created on this env.
+    check(unsafe { sys::napi_unref_threadsafe_function(env, tsfn) }, "napi_unref_threadsafe_function")?;
+    resolver.inner.lock().tsfn = tsfn;
+    let hook_arg = Arc::into_raw(resolver.clone()) as *mut c_void;
+    // SAFETY: `cleanup` takes back `hook_arg`'s strong count exactly once.
+    check(unsafe { sys::napi_add_env_cleanup_hook(env, Some(cleanup), hook_arg) }, "napi_add_env_cleanup_hook")?;
+    CURRENT.with(|c| *c.borrow_mut() = Some(resolver));
+    Ok(())
+}
+
+/// Makes this thread's pending waiters keep (or stop keeping) the event loop alive.
+///
+/// # Safety
+/// `env` must be the live env of the current N-API call on this thread.
+pub unsafe fn set_ref(env: sys::napi_env, keep_alive: bool) -> Result<()> {
+    let Some(resolver) = current() else { return Ok(()) };
+    let inner = resolver.inner.lock();
+    if inner.tsfn.is_null() {
+        return Ok(());
+    }
+    // SAFETY: called on the thread that created the function, which is still open.
+    let status = unsafe {
+        if keep_alive {
+            sys::napi_ref_threadsafe_function(env, inner.tsfn)
+        } else {
+            sys::napi_unref_threadsafe_function(env, inner.tsfn)
+        }
+    };
+    check(status, "napi_(un)ref_threadsafe_function")
+}
+
+/// Runs on the owning JS thread: hands the whole batch to `settle`.
+unsafe extern "C" fn call_js(env: sys::napi_env, settle: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
+    // A null env means Node is draining the queue of a closing function. It
+    // does so *after* `finalize` released `context`: touch nothing.
+    if env.is_null() || settle.is_null() {
+        return;
+    }
+    // SAFETY: with a live env the function is open, so `finalize` has not
+    // run and `context` (its strong count of the resolver) is valid.
+    let resolver = unsafe { &*(context as *const Resolver) };
+    let batch = {
+        let mut inner = resolver.inner.lock();
+        inner.scheduled = false;
+        std::mem::take(&mut inner.batch)
+    };
+    if batch.is_empty() {
+        return;
+    }
+    // SAFETY: env is this thread's live env during the callback; `bytes` is
+    // written in full before the array is handed to JavaScript.
+    unsafe {
+        let mut bytes: *mut c_void = ptr::null_mut();
+        let mut buffer = ptr::null_mut();
+        if sys::napi_create_arraybuffer(env, batch.len() * 8, &mut bytes, &mut buffer) != sys::Status::napi_ok {
+            return;
+        }
+        ptr::copy_nonoverlapping(batch.as_ptr(), bytes as *mut f64, batch.len());
+        let mut array = ptr::null_mut();
+        if sys::napi_create_typedarray(env, sys::TypedarrayType::float64_array, batch.len(), buffer, 0, &mut array) != sys::Status::napi_ok {
+            return;
+        }
+        let mut undefined = ptr::null_mut();
+        sys::napi_get_undefined(env, &mut undefined);
+        // An exception thrown by `settle` is reported by Node as uncaught.
+        sys::napi_call_function(env, undefined, settle, 1, &array, ptr::null_mut());
+    }
+}
+
+/// Node is done with the threadsafe function: never call it again.
+unsafe extern "C" fn finalize(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: `data` is the strong count handed to the function at creation;
+    // N-API calls finalize exactly once.
+    let resolver = unsafe { Arc::from_raw(data as *const Resolver) };
+    resolver.inner.lock().tsfn = ptr::null_mut();
+}
+
+/// The thread's env is going away (worker exit, termination, process exit).
+unsafe extern "C" fn cleanup(arg: *mut c_void) {
+    // SAFETY: `arg` is the strong count registered with the hook, taken back once here.
+    let resolver = unsafe { Arc::from_raw(arg as *const Resolver) };
+    // First: notifiers stop counting this thread's waiters...
+    resolver.alive.store(false, Ordering::Release);
+    // ...then they leave the queues...
+    let owner: Arc<dyn Owner> = resolver.clone();
+    TABLE.remove_owner(&owner);
+    // ...and no completion can reach the threadsafe function any more.
+    let tsfn = std::mem::replace(&mut resolver.inner.lock().tsfn, ptr::null_mut());
+    if !tsfn.is_null() {
+        // SAFETY: the function is still open (non-null under the lock) and
+        // this is the one release of its one thread count.
+        unsafe { sys::napi_release_threadsafe_function(tsfn, sys::ThreadsafeFunctionReleaseMode::abort) };
+    }
+    let _ = CURRENT.try_with(|c| c.borrow_mut().take());
+}
