@@ -22,6 +22,7 @@ use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::thread::ThreadId;
 
 use futex_core::{AsyncOutcome, Owner};
 use napi::{sys, Error, Result, Status};
@@ -32,6 +33,8 @@ use crate::TABLE;
 pub struct Resolver {
     /// Cleared by the env cleanup hook, before the thread's waiters are removed.
     alive: AtomicBool,
+    /// The JS thread this resolver delivers to.
+    js_thread: ThreadId,
     inner: Mutex<Inner>,
 }
 
@@ -42,6 +45,39 @@ struct Inner {
     batch: Vec<f64>,
     /// A call of the threadsafe function is queued and has not run yet.
     scheduled: bool,
+    /// The env the function was created on; only used on `js_thread`.
+    env: sys::napi_env,
+    /// The user asked pending waiters to keep the event loop alive.
+    keep_alive: bool,
+    /// A batch decided on the JS thread itself (a same-thread notify) is
+    /// waiting for delivery: like a task posted by V8, it must run even if
+    /// nothing else keeps the loop alive.
+    delivering: bool,
+    /// Whether the function is currently ref'd (uv handles are ref'd or not,
+    /// not counted), i.e. `keep_alive || delivering` as last applied.
+    refed: bool,
+}
+
+impl Inner {
+    /// Refs or unrefs the function to match `keep_alive || delivering`.
+    /// Must run on the JS thread (libuv handles are not thread-safe).
+    fn apply_ref(&mut self) {
+        let want = self.keep_alive || self.delivering;
+        if want == self.refed || self.tsfn.is_null() {
+            return;
+        }
+        // SAFETY: on the JS thread that created the open function, with its env.
+        let status = unsafe {
+            if want {
+                sys::napi_ref_threadsafe_function(self.env, self.tsfn)
+            } else {
+                sys::napi_unref_threadsafe_function(self.env, self.tsfn)
+            }
+        };
+        if status == sys::Status::napi_ok {
+            self.refed = want;
+        }
+    }
 }
 
 // SAFETY: the raw threadsafe-function handle is only used under the mutex,
@@ -68,6 +104,10 @@ impl Owner for Resolver {
             let status = unsafe { sys::napi_call_threadsafe_function(inner.tsfn, ptr::null_mut(), sys::ThreadsafeFunctionCallMode::nonblocking) };
             // Any failure means the function is closing with its thread.
             inner.scheduled = status == sys::Status::napi_ok;
+        }
+        if inner.scheduled && std::thread::current().id() == self.js_thread {
+            inner.delivering = true;
+            inner.apply_ref();
         }
     }
 }
@@ -100,7 +140,16 @@ pub unsafe fn init(env: sys::napi_env, settle: sys::napi_value) -> Result<()> {
     }
     let resolver = Arc::new(Resolver {
         alive: AtomicBool::new(true),
-        inner: Mutex::new(Inner { tsfn: ptr::null_mut(), batch: Vec::new(), scheduled: false }),
+        js_thread: std::thread::current().id(),
+        inner: Mutex::new(Inner {
+            tsfn: ptr::null_mut(),
+            batch: Vec::new(),
+            scheduled: false,
+            env,
+            keep_alive: false,
+            delivering: false,
+            refed: true,
+        }),
     });
     let mut name = ptr::null_mut();
     let label = "shared-futex";
@@ -120,9 +169,11 @@ pub unsafe fn init(env: sys::napi_env, settle: sys::napi_value) -> Result<()> {
         return check(status, "napi_create_threadsafe_function");
     }
     // Pending waiters do not keep the event loop alive unless asked (`set_ref`).
-    // SAFETY: `tsfn` was just created on this env.
-    check(unsafe { sys::napi_unref_threadsafe_function(env, tsfn) }, "napi_unref_threadsafe_function")?;
-    resolver.inner.lock().tsfn = tsfn;
+    {
+        let mut inner = resolver.inner.lock();
+        inner.tsfn = tsfn;
+        inner.apply_ref();
+    }
     let hook_arg = Arc::into_raw(resolver.clone()) as *mut c_void;
     // SAFETY: `cleanup` takes back `hook_arg`'s strong count exactly once.
     check(unsafe { sys::napi_add_env_cleanup_hook(env, Some(cleanup), hook_arg) }, "napi_add_env_cleanup_hook")?;
@@ -133,22 +184,14 @@ pub unsafe fn init(env: sys::napi_env, settle: sys::napi_value) -> Result<()> {
 /// Makes this thread's pending waiters keep (or stop keeping) the event loop alive.
 ///
 /// # Safety
-/// `env` must be the live env of the current N-API call on this thread.
-pub unsafe fn set_ref(env: sys::napi_env, keep_alive: bool) -> Result<()> {
+/// Must be called on the JS thread, inside an N-API call (`_env` is that
+/// call's env, the one the function was created on).
+pub unsafe fn set_ref(_env: sys::napi_env, keep_alive: bool) -> Result<()> {
     let Some(resolver) = current() else { return Ok(()) };
-    let inner = resolver.inner.lock();
-    if inner.tsfn.is_null() {
-        return Ok(());
-    }
-    // SAFETY: called on the thread that created the function, which is still open.
-    let status = unsafe {
-        if keep_alive {
-            sys::napi_ref_threadsafe_function(env, inner.tsfn)
-        } else {
-            sys::napi_unref_threadsafe_function(env, inner.tsfn)
-        }
-    };
-    check(status, "napi_(un)ref_threadsafe_function")
+    let mut inner = resolver.inner.lock();
+    inner.keep_alive = keep_alive;
+    inner.apply_ref();
+    Ok(())
 }
 
 /// Runs on the owning JS thread: hands the whole batch to `settle`.
@@ -164,6 +207,8 @@ unsafe extern "C" fn call_js(env: sys::napi_env, settle: sys::napi_value, contex
     let batch = {
         let mut inner = resolver.inner.lock();
         inner.scheduled = false;
+        inner.delivering = false;
+        inner.apply_ref();
         std::mem::take(&mut inner.batch)
     };
     if batch.is_empty() {
