@@ -35,38 +35,28 @@ fn check(status: sys::napi_status, what: &str) -> Result<()> {
 
 impl Cell {
     /// Resolves `ta[index]`. The JS layer has already validated and converted
-    /// the arguments with the spec's rules; this re-checks everything memory
-    /// safety depends on (kind, sharedness, bounds) instead of trusting it.
+    /// the arguments with the spec's rules (including "is it shared", which
+    /// decides between errors users can see); this re-checks what memory
+    /// safety depends on, kind and bounds, instead of trusting it.
+    ///
+    /// Memory is only ever read through the returned cell during the N-API
+    /// call that resolved it, while the array argument keeps its buffer alive.
+    /// A queued waiter keeps nothing but the address, as an integer key.
     ///
     /// # Safety
-    /// `env` and `ta` must be the live handles of the current N-API call. The
-    /// returned pointer is valid for as long as the array's `SharedArrayBuffer`
-    /// is alive (shared memory is never detached, and cannot shrink).
+    /// `env` and `ta` must be the live handles of the current N-API call, and
+    /// the cell must not be read after that call returns.
     pub unsafe fn resolve(env: sys::napi_env, ta: sys::napi_value, index: f64) -> Result<Cell> {
-        let mut is_typed = false;
-        // SAFETY: live env/value handles (function contract).
-        check(unsafe { sys::napi_is_typedarray(env, ta, &mut is_typed) }, "napi_is_typedarray")?;
-        if !is_typed {
-            return Err(type_error("argument is not an Int32Array or BigInt64Array"));
-        }
         let mut kind = 0;
         let mut length = 0usize;
         let mut data: *mut c_void = ptr::null_mut();
-        let mut buffer = ptr::null_mut();
         let mut byte_offset = 0usize;
-        // SAFETY: `ta` is a typed array (checked above); all out-pointers are valid locals.
-        check(
-            unsafe { sys::napi_get_typedarray_info(env, ta, &mut kind, &mut length, &mut data, &mut buffer, &mut byte_offset) },
-            "napi_get_typedarray_info",
-        )?;
-        // A `SharedArrayBuffer` is not an `ArrayBuffer` for N-API (true on every
-        // Node from 12 on): that is how non-shared memory, which can be detached
-        // and freed under a waiter, is refused.
-        let mut is_plain_buffer = true;
-        // SAFETY: `buffer` was just returned by napi_get_typedarray_info.
-        check(unsafe { sys::napi_is_arraybuffer(env, buffer, &mut is_plain_buffer) }, "napi_is_arraybuffer")?;
-        if is_plain_buffer {
-            return Err(type_error("the typed array is not backed by a SharedArrayBuffer"));
+        // Fails with napi_invalid_arg unless `ta` is a typed array.
+        // SAFETY: live env/value handles (function contract); all out-pointers
+        // are valid locals; the buffer handle is not requested.
+        let status = unsafe { sys::napi_get_typedarray_info(env, ta, &mut kind, &mut length, &mut data, ptr::null_mut(), &mut byte_offset) };
+        if status != sys::Status::napi_ok {
+            return Err(type_error("argument is not an Int32Array or BigInt64Array"));
         }
         if !(index >= 0.0 && index < length as f64 && index.fract() == 0.0) {
             return Err(Error::new(Status::InvalidArg, "index out of range".to_owned()));
