@@ -19,6 +19,21 @@ const tagOf = getter(Symbol.toStringTag)
 const bufferOf = getter('buffer')
 const lengthOf = getter('length')
 
+const detachedGetter = (Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'detached') || {}).get
+
+// Whether a (non-shared) ArrayBuffer was detached. Node < 20 has no
+// `detached` getter; constructing a view is the one check that tells a
+// detached buffer from an empty one there.
+function isDetached (buffer) {
+  if (detachedGetter) return detachedGetter.call(buffer)
+  try {
+    new Uint8Array(buffer) // eslint-disable-line no-new
+    return false
+  } catch {
+    return true
+  }
+}
+
 const RESULTS = ['ok', 'not-equal', 'timed-out']
 const MAX_SAFE = Number.MAX_SAFE_INTEGER
 
@@ -29,17 +44,22 @@ function describe (value) {
   return Object.prototype.toString.call(value)
 }
 
-// ValidateIntegerTypedArray(ta, waitable = true): returns true for
-// BigInt64Array, false for Int32Array, throws a TypeError otherwise.
-function kindOf (ta) {
+// ValidateIntegerTypedArray(ta, waitable = true): returns whether `ta` is on
+// shared memory; throws a TypeError for other kinds and detached arrays.
+// `big` tells BigInt64Array from Int32Array.
+function validate (ta) {
   const tag = tagOf.call(ta)
-  if (tag === 'Int32Array') return false
-  if (tag === 'BigInt64Array') return true
-  throw new TypeError(`${describe(ta)} is not an int32 or BigInt64 typed array.`)
+  if (tag !== 'Int32Array' && tag !== 'BigInt64Array') {
+    throw new TypeError(`${describe(ta)} is not an int32 or BigInt64 typed array.`)
+  }
+  const buffer = bufferOf.call(ta)
+  if (types.isSharedArrayBuffer(buffer)) return true
+  if (isDetached(buffer)) throw new TypeError('Cannot perform Atomics operation on a detached ArrayBuffer')
+  return false
 }
 
-function isShared (ta) {
-  return types.isSharedArrayBuffer(bufferOf.call(ta))
+function isBig (ta) {
+  return tagOf.call(ta) === 'BigInt64Array'
 }
 
 // ToIndex followed by the bounds check of ValidateAtomicAccess.
@@ -83,8 +103,11 @@ function toCount (count) {
   return c === Infinity ? Infinity : Math.trunc(c)
 }
 
-function checkShared (ta) {
-  if (!isShared(ta)) throw new TypeError(`${describe(ta)} is not a shared typed array.`)
+// ValidateIntegerTypedArray plus the "must be shared" rule of wait/waitAsync.
+// Returns whether `ta` is a BigInt64Array.
+function validateShared (ta) {
+  if (!validate(ta)) throw new TypeError(`${describe(ta)} is not a shared typed array.`)
+  return isBig(ta)
 }
 
 // --- async waiters of this thread -----------------------------------------
@@ -152,8 +175,7 @@ function cancelAsync (ta, index, token) {
 // Converts waitAsync's arguments; returns either a synchronous result string
 // or the converted arguments.
 function prepareAsync (ta, index, value, timeout) {
-  const big = kindOf(ta)
-  checkShared(ta)
+  const big = validateShared(ta)
   const i = toIndex(ta, index)
   const v = toValue(big, value)
   const t = toTimeout(timeout)
@@ -165,8 +187,7 @@ function prepareAsync (ta, index, value, timeout) {
 // Method syntax: like the built-ins, these are not constructors.
 const api = {
   wait (ta, index, value, timeout) {
-    const big = kindOf(ta)
-    checkShared(ta)
+    const big = validateShared(ta)
     const i = toIndex(ta, index)
     const v = toValue(big, value)
     const t = toTimeout(timeout)
@@ -175,11 +196,11 @@ const api = {
   },
 
   notify (ta, index, count) {
-    kindOf(ta)
+    const shared = validate(ta)
     const i = toIndex(ta, index)
     const c = toCount(count)
     // Non-shared memory has no waiters (Node 16+ returns 0 here too).
-    if (!isShared(ta)) return 0
+    if (!shared) return 0
     return binding.notify(ta, i, c)
   },
 
@@ -215,8 +236,11 @@ module.exports = {
   setKeepAlive,
   // Internal: for the lock and polyfill modules.
   internal: {
-    kindOf,
-    isShared,
+    validate,
+    validateShared,
+    // Throws like ValidateIntegerTypedArray; true for BigInt64Array.
+    kindOf (ta) { validate(ta); return isBig(ta) },
+    isShared: (ta) => types.isSharedArrayBuffer(bufferOf.call(ta)),
     toIndex,
     toValue,
     toTimeout,
