@@ -1,0 +1,133 @@
+'use strict'
+// Helpers shared by the test files and the fixtures. Everything that waits
+// for another thread polls an observable condition with a deadline; nothing
+// sleeps a fixed time "to let things settle".
+const fs = require('fs')
+const path = require('path')
+const { Worker } = require('worker_threads')
+
+const now = () => Number(process.hrtime.bigint()) / 1e6 // monotonic, ms
+
+const tick = () => new Promise((resolve) => setTimeout(resolve, 1))
+
+// Resolves once predicate() is truthy (with its value); rejects when it
+// throws or after timeoutMs, naming `what`.
+async function until (predicate, what, timeoutMs) {
+  const deadline = now() + (timeoutMs || 10000)
+  for (;;) {
+    const value = predicate()
+    if (value) return value
+    if (now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await tick()
+  }
+}
+
+// The OS thread id of the calling thread, or 0 where /proc/thread-self does
+// not exist (non-Linux): then untilBlocked() is unavailable.
+function currentTid () {
+  try {
+    return Number(fs.readlinkSync('/proc/thread-self').split('/').pop())
+  } catch (e) {
+    return 0
+  }
+}
+
+const canObserveBlocking = currentTid() !== 0
+
+function threadState (tid) {
+  let stat
+  try {
+    stat = fs.readFileSync(`/proc/self/task/${tid}/stat`, 'utf8')
+  } catch (e) {
+    throw new Error(`thread ${tid} is gone (it returned from its wait and exited?)`)
+  }
+  // "tid (comm) S ...": comm may hold spaces and parentheses.
+  return stat.charAt(stat.lastIndexOf(')') + 2)
+}
+
+// Resolves once thread `tid` has been sleeping (state S) in every sample
+// for 25 ms in a row. Used after the thread announced that its next call
+// is a blocking wait: no wait/notify API can tell "queued" without waking,
+// but a thread that announced "I call wait now" and then sleeps for 25 ms
+// is in that wait (a GC pause in a tiny worker heap is far shorter, and the
+// module's ≤100 ms liveness slices only wake it for microseconds).
+async function untilBlocked (tid, what, timeoutMs) {
+  if (!tid) throw new Error('untilBlocked needs /proc/thread-self (Linux)')
+  let since = -1
+  await until(() => {
+    if (threadState(tid) !== 'S') {
+      since = -1
+      return false
+    }
+    if (since < 0) since = now()
+    return now() - since >= 25
+  }, `${what} to block`, timeoutMs)
+}
+
+// Shared typed arrays with given contents.
+function sharedI32 (values) {
+  const ta = new Int32Array(new SharedArrayBuffer(4 * values.length))
+  values.forEach((v, i) => { ta[i] = v })
+  return ta
+}
+function sharedI64 (values) {
+  const ta = new BigInt64Array(new SharedArrayBuffer(8 * values.length))
+  values.forEach((v, i) => { ta[i] = v })
+  return ta
+}
+
+// A view descriptor that survives postMessage, and its inverse.
+function describeView (ta) {
+  return { sab: ta.buffer, type: ta.constructor.name, byteOffset: ta.byteOffset, length: ta.length }
+}
+function makeView (d) {
+  const Ctor = d.type === 'BigInt64Array' ? BigInt64Array : Int32Array
+  return new Ctor(d.sab, d.byteOffset, d.length)
+}
+
+// Starts __test__/fixtures/thread-worker.js in `role` and collects what it
+// posts. next(type) resolves with the oldest unread message of that type and
+// rejects if the worker errors or exits first, or after timeoutMs.
+function startWorker (role, data) {
+  const worker = new Worker(path.join(__dirname, 'fixtures', 'thread-worker.js'), {
+    workerData: Object.assign({ role }, data)
+  })
+  const inbox = []
+  let failure = null
+  let exitCode = null
+  worker.on('message', (m) => inbox.push(m))
+  worker.on('error', (e) => { failure = e })
+  worker.on('exit', (code) => { exitCode = code })
+  return {
+    worker,
+    tid: () => next('tid').then((m) => m.tid),
+    next,
+    exited: () => exitCode !== null,
+    // Resolves with the exit code once the worker has exited.
+    whenExited: (timeoutMs) => until(() => exitCode !== null, `the ${role} worker to exit`, timeoutMs)
+      .then(() => exitCode),
+    terminate: () => worker.terminate()
+  }
+  function next (type, timeoutMs) {
+    return until(() => {
+      const i = inbox.findIndex((m) => m.type === type)
+      if (i >= 0) return inbox.splice(i, 1)
+      if (failure) throw failure
+      if (exitCode !== null) throw new Error(`worker (${role}) exited with ${exitCode} before sending "${type}"`)
+      return null
+    }, `"${type}" from the ${role} worker`, timeoutMs).then((found) => found[0])
+  }
+}
+
+module.exports = {
+  now,
+  until,
+  currentTid,
+  canObserveBlocking,
+  untilBlocked,
+  sharedI32,
+  sharedI64,
+  describeView,
+  makeView,
+  startWorker
+}
