@@ -1,0 +1,112 @@
+'use strict'
+// Thread and process teardown, each scenario a script in fixtures/ run as a
+// child process with a hard timeout: a hang is killed and fails the test
+// (with the child's output), a crash shows as a wrong exit code or signal.
+// The child inherits SHARED_FUTEX_UNDER_TEST.
+const assert = require('assert')
+const path = require('path')
+const { spawn } = require('child_process')
+const { test, describe } = require('./harness')
+const { canObserveBlocking } = require('./util')
+
+const HARD_TIMEOUT = 20000
+const LONG = { timeout: HARD_TIMEOUT + 10000 }
+
+function run (script, args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', script)].concat(args || []), {
+      stdio: ['ignore', 'pipe', 'pipe']
+    })
+    let stdout = ''
+    let stderr = ''
+    let timedOut = false
+    child.stdout.setEncoding('utf8').on('data', (s) => { stdout += s })
+    child.stderr.setEncoding('utf8').on('data', (s) => { stderr += s })
+    const timer = setTimeout(() => {
+      timedOut = true
+      child.kill('SIGKILL')
+    }, HARD_TIMEOUT)
+    child.on('error', reject)
+    child.on('close', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, stdout, stderr, timedOut })
+    })
+  })
+}
+
+// Runs a fixture and checks that it finished by itself with `code`.
+async function expectExit (script, args, code) {
+  const r = await run(script, args)
+  const shown = `\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`
+  assert.ok(!r.timedOut, `${script} ${(args || []).join(' ')} hung: killed after ${HARD_TIMEOUT} ms${shown}`)
+  assert.strictEqual(r.signal, null, `died of ${r.signal}${shown}`)
+  assert.strictEqual(r.code, code, `exit code${shown}`)
+  return r.stdout.split('\n').filter(Boolean)
+}
+
+describe('lifecycle (child processes)', () => {
+  test('(a) worker.terminate() resolves while the worker is blocked in wait', LONG, async () => {
+    const lines = await expectExit('terminate-blocked.js', [], 0)
+    // On Linux the fixture saw both workers asleep in wait before terminating.
+    assert.strictEqual(lines[0], canObserveBlocking ? 'blocked' : 'started', lines.join('\n'))
+    assert.match(lines[1], /^terminated in [\d.]+ ms$/)
+    assert.match(lines[2], /^terminated in [\d.]+ ms$/)
+    assert.strictEqual(lines[3], 'notify after terminate: 0 0', 'the dead workers\' waiters are not counted')
+    assert.strictEqual(lines.length, 4)
+  })
+
+  for (const how of ['exit', 'return', 'terminate']) {
+    test(`(b) a worker leaves by ${how} with async waiters pending; notify then finds none`, LONG, async () => {
+      const lines = await expectExit('exit-with-async-waiters.js', [how], 0)
+      assert.deepStrictEqual(lines, [
+        `worker exited with ${how === 'terminate' ? 1 : 0}`,
+        'notify after exit: 0',
+        'notify again: 0',
+        'still works: 1 ok'
+      ])
+    })
+  }
+
+  test('(c) process.exit(7) while a worker is blocked in wait exits with 7', LONG, async () => {
+    const lines = await expectExit('exit-while-blocked.js', [], 7)
+    assert.deepStrictEqual(lines, ['exiting'])
+  })
+
+  test('(d) by default, pending waitAsync promises do not keep the process alive', LONG, async () => {
+    const lines = await expectExit('pending-promises.js', ['default'], 0)
+    assert.deepStrictEqual(lines, ['pending'])
+  })
+
+  test('(d) setKeepAlive(true): the process stays until the 300 ms timeout resolves the promise', LONG, async () => {
+    const lines = await expectExit('pending-promises.js', ['keepalive'], 0)
+    assert.strictEqual(lines.length, 3, lines.join('\n'))
+    assert.strictEqual(lines[0], 'previous: false')
+    assert.strictEqual(lines[1], 'pending')
+    const m = /^300 ms: timed-out after (\d+) ms$/.exec(lines[2])
+    assert.ok(m, lines[2])
+    assert.ok(Number(m[1]) >= 300, lines[2])
+  })
+
+  test('(d) setKeepAlive(true): a waiter woken by a worker settles, then the process exits by itself', LONG, async () => {
+    const lines = await expectExit('pending-promises.js', ['keepalive-notify'], 0)
+    assert.deepStrictEqual(lines.slice(0, 2), ['previous: false', 'pending'])
+    assert.deepStrictEqual(lines.slice(2).map((l) => l.replace(/ after \d+ ms$/, '')).sort(),
+      ['forever: ok', 'worker woke 1'])
+  })
+
+  test('(d) setKeepAlive(false) after true returns true and restores the default', LONG, async () => {
+    const lines = await expectExit('pending-promises.js', ['keepalive-off'], 0)
+    assert.deepStrictEqual(lines, ['previous: false true', 'pending'])
+  })
+
+  test('(d) setKeepAlive(true) in a worker keeps it alive until its waiter is notified', LONG, async () => {
+    const lines = await expectExit('pending-promises.js', ['worker'], 0)
+    assert.deepStrictEqual(lines, ['notify: 1', 'worker waiter: ok', 'worker exited with 0'])
+  })
+
+  test('(e) a notify loop racing the termination of a worker with async waiters, 20 times', LONG, async () => {
+    const lines = await expectExit('notify-races-terminate.js', [], 0)
+    assert.strictEqual(lines.length, 21, lines.join('\n'))
+    assert.strictEqual(lines[20], 'done')
+  })
+})
