@@ -1,0 +1,97 @@
+'use strict'
+// The ping-pong protocol of scenarios 1, 2, 4 and 7, on one Int32Array cell:
+//
+//   cell   meaning
+//   0      the ping side's turn (pong waits while it is 0)
+//   1      the pong side's turn (ping waits while it is 1)
+//   2      stop (written by ping when its time is up)
+//
+// One round trip = ping hands the turn over and gets it back: a store, a
+// notify and (usually) a wait on each side. Both sides of a pair use the same
+// implementation `f` ({ wait, notify, waitAsync }).
+
+const { now } = require('./threads')
+
+const PING = 0
+const PONG = 1
+const STOP = 2
+
+// Pings until the absolute time `to` (see threads.now), counting the round
+// trips completed from `from` on; then stops the partner.
+// Returns { count, elapsedMs } of the counted part.
+function ping (f, cells, at, from, to) {
+  const { wait, notify } = f
+  let count = 0
+  let t = now()
+  while (t < from) {
+    for (let i = 0; i < 64; i++) {
+      Atomics.store(cells, at, PONG)
+      notify(cells, at, 1)
+      while (Atomics.load(cells, at) === PONG) wait(cells, at, PONG)
+    }
+    t = now()
+  }
+  const t0 = t
+  while (t < to) {
+    for (let i = 0; i < 64; i++) {
+      Atomics.store(cells, at, PONG)
+      notify(cells, at, 1)
+      while (Atomics.load(cells, at) === PONG) wait(cells, at, PONG)
+    }
+    count += 64
+    t = now()
+  }
+  stop(f, cells, at)
+  return { count, elapsedMs: t - t0 }
+}
+
+// The same with the waiting side asynchronous (`await waitAsync`), as the
+// main thread of scenario 2 does.
+async function pingAsync (f, cells, at, from, to) {
+  const { notify, waitAsync } = f
+  let count = 0
+  let t = now()
+  let t0 = 0
+  for (;;) {
+    for (let i = 0; i < 16; i++) {
+      Atomics.store(cells, at, PONG)
+      notify(cells, at, 1)
+      while (Atomics.load(cells, at) === PONG) {
+        const r = waitAsync(cells, at, PONG)
+        if (r.async) await r.value
+      }
+    }
+    t = now()
+    if (t0 === 0) {
+      if (t >= from) t0 = t
+    } else {
+      count += 16
+      if (t >= to) break
+    }
+  }
+  stop(f, cells, at)
+  return { count, elapsedMs: t - t0 }
+}
+
+function stop (f, cells, at) {
+  Atomics.store(cells, at, STOP)
+  f.notify(cells, at, 1)
+}
+
+// Answers every ping until told to stop.
+function pong (f, cells, at) {
+  const { wait, notify } = f
+  for (;;) {
+    let v
+    while ((v = Atomics.load(cells, at)) === PING) wait(cells, at, PING)
+    if (v === STOP) return
+    Atomics.store(cells, at, PING)
+    notify(cells, at, 1)
+  }
+}
+
+// Cells of different pairs sit 64 bytes apart: distinct addresses on
+// distinct cache lines, so pairs share nothing but the implementation.
+const STRIDE = 16
+
+module.exports = { ping, pingAsync, pong, STRIDE }

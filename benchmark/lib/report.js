@@ -1,0 +1,62 @@
+'use strict'
+// The plain-text tables `npm run bench` prints.
+
+const { figure, ratio } = require('./format')
+
+function pad (s, n) {
+  s = String(s)
+  const len = [...s].length
+  return len >= n ? s : s + ' '.repeat(n - len)
+}
+
+function table (rows) {
+  const widths = []
+  for (const r of rows) r.forEach((c, i) => { widths[i] = Math.max(widths[i] || 0, [...String(c)].length) })
+  return rows.map((r) => r.map((c, i) => pad(c, widths[i])).join('  ').trimEnd()).join('\n')
+}
+
+// Absolute figures: one row per case × metric × implementation.
+function figures (scenarios) {
+  const rows = [['scenario', 'case', 'figure', 'impl', 'median', 'min', 'max']]
+  for (const s of scenarios) {
+    if (s.skipped) {
+      rows.push([`${s.id} ${s.title}`, `skipped: ${s.skipped}`, '', '', '', '', ''])
+      continue
+    }
+    for (const k of s.skippedCases || []) rows.push([`${s.id} ${s.title}`, k.label, `skipped: ${k.reason}`, '', '', '', ''])
+    for (const c of s.cases) {
+      for (const m of c.metrics) {
+        for (const impl of c.impls) {
+          const r = c.results[impl][m.name]
+          rows.push([`${s.id} ${s.title}`, c.label, m.label, impl, figure(r.median, m.unit), figure(r.min, m.unit), figure(r.max, m.unit)])
+        }
+      }
+    }
+  }
+  return table(rows)
+}
+
+function describeTarget (x) {
+  if (x.target == null) return '—'
+  return `${x.op === '>=' ? '≥' : '≤'} ${x.target}×`
+}
+
+// Ratios against the baselines, with the targets of the issue.
+function ratios (scenarios) {
+  const rows = [['scenario', 'case', 'figure', 'ratio', 'value', 'rounds min–max', 'target', 'met']]
+  for (const s of scenarios) {
+    for (const x of s.comparisons) {
+      const c = s.cases.find((k) => k.id === x.case)
+      const m = c.metrics.find((k) => k.name === x.metric)
+      const form = x.form === 'ours/base' ? `${x.ours} ÷ ${x.base}` : `${x.base} ÷ ${x.ours}`
+      rows.push([
+        `${s.id} ${s.title}`, c.label, m.label, form, ratio(x.value),
+        `${ratio(x.min)}–${ratio(x.max)}`, describeTarget(x),
+        x.met == null ? '' : x.met ? 'yes' : 'no'
+      ])
+    }
+  }
+  return table(rows)
+}
+
+module.exports = { figures, ratios, table }

@@ -1,0 +1,104 @@
+'use strict'
+// npm run bench [-- --quick] [-- --only 1,4] [-- --rounds N] [-- --ms N]
+//
+// Runs every scenario of issue 5 against its baselines (see
+// docs/benchmarks.md), prints absolute figures and ratios, writes the run as
+// JSON under benchmark/results/ and renders its chart next to it.
+//   --quick     3 short rounds per figure (under a minute)
+//   --only      scenario ids (1..7) or case ids (e.g. 4-k8), comma-separated
+//   --rounds N  measured rounds per figure; --ms N: measured window per round
+//   --out FILE  JSON path (default results/full.json, quick.json, partial.json)
+
+const fs = require('fs')
+const path = require('path')
+const { machine, describe } = require('./lib/machine')
+const { runScenario } = require('./lib/runner')
+const { figures, ratios } = require('./lib/report')
+const { render } = require('./chart')
+
+const SCENARIOS = [
+  require('./scenarios/sync-pingpong'),
+  require('./scenarios/async-pingpong'),
+  require('./scenarios/many-waiters'),
+  require('./scenarios/many-addresses'),
+  require('./scenarios/lock-uncontended'),
+  require('./scenarios/lock-contended'),
+  require('./scenarios/old-node')
+]
+
+function parse (argv) {
+  const args = { quick: false, only: null, rounds: null, ms: null, out: null }
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]
+    const value = () => {
+      if (a.includes('=')) return a.slice(a.indexOf('=') + 1)
+      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`)
+      return argv[++i]
+    }
+    if (a === '--quick') args.quick = true
+    else if (a.startsWith('--only')) args.only = value().split(',').map((s) => s.trim()).filter(Boolean)
+    else if (a.startsWith('--rounds')) args.rounds = Number(value())
+    else if (a.startsWith('--ms')) args.ms = Number(value())
+    else if (a.startsWith('--out')) args.out = value()
+    else throw new Error(`unknown argument ${a}`)
+  }
+  return args
+}
+
+function options (args) {
+  const base = args.quick
+    ? { mode: 'quick', rounds: 3, warmMs: 100, ms: 250, warmupRound: false }
+    : { mode: 'full', rounds: 7, warmMs: 250, ms: 1000, warmupRound: true }
+  if (args.rounds) base.rounds = args.rounds
+  if (args.ms) base.ms = args.ms
+  if (args.only) {
+    const only = new Set(args.only)
+    base.mode = 'partial'
+    base.only = (s, c) => only.has(s.id) || only.has(c.id)
+    base.onlyList = args.only
+  }
+  return base
+}
+
+async function main () {
+  const args = parse(process.argv.slice(2))
+  const opts = options(args)
+  const started = Date.now()
+  const where = machine()
+  console.log(`shared-futex benchmarks (${opts.mode}: ${opts.rounds} rounds of ${opts.ms} ms after ${opts.warmMs} ms warm-up)`)
+  console.log(describe(where))
+  const scenarios = []
+  for (const s of SCENARIOS) {
+    if (opts.only && !s.cases.some((c) => opts.only(s, c)) && !opts.onlyList.includes(s.id)) continue
+    process.stdout.write(`\n${s.id}. ${s.title}\n`)
+    const record = await runScenario(s, opts, (c, r) => {
+      if (r === opts.rounds) process.stdout.write(`   ${c.label}: ${r} rounds done\n`)
+    })
+    if (record.skipped) process.stdout.write(`   skipped: ${record.skipped}\n`)
+    for (const c of record.cases) for (const e of c.errors) process.stdout.write(`   error: ${e}\n`)
+    scenarios.push(record)
+  }
+  const run = {
+    tool: 'shared-futex benchmark/run.js',
+    date: new Date(started).toISOString(),
+    durationS: Math.round((Date.now() - started) / 1000),
+    machine: where,
+    options: { mode: opts.mode, rounds: opts.rounds, warmMs: opts.warmMs, ms: opts.ms, warmupRound: opts.warmupRound, only: opts.onlyList || null },
+    scenarios
+  }
+  console.log('\nAbsolute figures (median and range of the rounds)\n')
+  console.log(figures(scenarios))
+  console.log('\nRatios (between medians; range of the per-round ratios)\n')
+  console.log(ratios(scenarios))
+
+  const dir = path.join(__dirname, 'results')
+  const out = args.out ? path.resolve(args.out) : path.join(dir, `${opts.mode}.json`)
+  fs.mkdirSync(path.dirname(out), { recursive: true })
+  fs.writeFileSync(out, JSON.stringify(run, null, 2) + '\n')
+  const svg = out.replace(/\.json$/, '') + '.svg'
+  fs.writeFileSync(svg, render(run))
+  console.log(`\n${path.relative(process.cwd(), out)}, ${path.relative(process.cwd(), svg)} (${run.durationS} s)`)
+  if (scenarios.some((s) => s.cases.some((c) => c.errors.length))) process.exitCode = 1
+}
+
+main().catch((e) => { console.error(e); process.exitCode = 1 })

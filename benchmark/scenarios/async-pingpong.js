@@ -1,0 +1,38 @@
+'use strict'
+// Scenario 2: asynchronous ping-pong: the main thread `await`s waitAsync,
+// a worker answers with a blocking wait. Figure: round trips per second.
+// Baseline: native Atomics.waitAsync (worker side: native Atomics.wait).
+
+const path = require('path')
+const { futex } = require('../lib/impl')
+const { withWorkers, go, startTime } = require('../lib/threads')
+const { pingAsync } = require('../lib/pingpong')
+
+const WORKER = path.join(__dirname, '..', 'workers', 'pingpong.js')
+
+async function asyncPingPong (impl, { warmMs, ms }) {
+  const c = new Int32Array(new SharedArrayBuffer(64))
+  const f = futex(impl)
+  const { main: r } = await withWorkers(
+    [{ file: WORKER, data: { impl, role: 'pong', cells: c, at: 0, ms } }],
+    async (ctl) => {
+      go(ctl, warmMs)
+      const from = startTime(ctl)
+      return pingAsync(f, c, 0, from, from + ms)
+    }
+  )
+  return { rate: r.count / (r.elapsedMs / 1000) }
+}
+
+const RATE = { name: 'rate', label: 'round trips/s', unit: '/s', better: 'higher' }
+
+module.exports = {
+  id: '2',
+  title: 'Async ping-pong',
+  cases: [
+    { id: '2-async', label: 'main (await waitAsync) ↔ worker (wait)', impls: ['ours', 'native'], metrics: [RATE], measure: asyncPingPong }
+  ],
+  comparisons: [
+    { case: '2-async', metric: 'rate', ours: 'ours', base: 'native', target: 1.5 }
+  ]
+}

@@ -1,0 +1,81 @@
+'use strict'
+// Scenario 5: lock + unlock pairs on one thread, nobody else around.
+// Figure: nanoseconds per pair (and pairs/s). Baselines: a bare pair of
+// Atomics.compareExchange (the floor: what any lock word costs), and the
+// blog post's AsyncLock over native Atomics (which notifies on every unlock).
+//
+// Measured with tinybench: a task is a batch of BATCH pairs; the round's
+// figure is the median batch time / BATCH. Each implementation has its own
+// function literal so none of them sees another's type feedback.
+
+const { oursMissing, makeLock, lockBuffer } = require('../lib/locks')
+
+const BATCH = 1000
+
+let tinybench
+async function bench (name, fn, { warmMs, ms }) {
+  if (!tinybench) tinybench = await import('tinybench')
+  const b = new tinybench.Bench({ name, time: ms, warmupTime: warmMs, iterations: 20, warmupIterations: 20 })
+  b.add(name, fn)
+  await b.run()
+  const r = b.tasks[0].result
+  if (!r || !r.latency) throw new Error(`tinybench: ${name} did not complete (${r && r.state})`)
+  const ns = (r.latency.p50 * 1e6) / BATCH
+  return { nsPerPair: ns, rate: 1e9 / ns }
+}
+
+const tasks = {
+  cas () {
+    const word = new Int32Array(lockBuffer())
+    return () => {
+      for (let i = 0; i < BATCH; i++) {
+        Atomics.compareExchange(word, 0, 0, 1)
+        Atomics.compareExchange(word, 0, 1, 0)
+      }
+    }
+  },
+  blog () {
+    const lock = makeLock('blog', lockBuffer(), 0)
+    return () => {
+      for (let i = 0; i < BATCH; i++) {
+        lock.lock()
+        lock.unlock()
+      }
+    }
+  },
+  ours () {
+    const lock = makeLock('ours', lockBuffer(), 0)
+    return () => {
+      for (let i = 0; i < BATCH; i++) {
+        lock.lock()
+        lock.unlock()
+      }
+    }
+  }
+}
+
+// One task function per implementation for the whole run: rounds re-measure
+// the same (already optimised) code.
+const made = {}
+function measure (impl, opts) {
+  if (!made[impl]) made[impl] = tasks[impl]()
+  return bench(impl, made[impl], opts)
+}
+
+const METRICS = [
+  { name: 'nsPerPair', label: 'time per lock+unlock', unit: 'ns', better: 'lower' },
+  { name: 'rate', label: 'lock+unlock pairs/s', unit: '/s', better: 'higher' }
+]
+
+module.exports = {
+  id: '5',
+  title: 'Lock, uncontended',
+  available: () => oursMissing(),
+  cases: [
+    { id: '5-uncontended', label: 'lock+unlock, one thread', impls: ['ours', 'cas', 'blog'], metrics: METRICS, measure }
+  ],
+  comparisons: [
+    { case: '5-uncontended', metric: 'nsPerPair', ours: 'ours', base: 'cas', ratio: 'ours/base', op: '<=', target: 1.5, label: 'time, ours ÷ bare CAS pair' },
+    { case: '5-uncontended', metric: 'nsPerPair', ours: 'ours', base: 'blog', target: null, label: 'speed, × the blog lock' }
+  ]
+}
