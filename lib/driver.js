@@ -1,0 +1,90 @@
+'use strict'
+// Runs a waiting procedure either blocking or asynchronously.
+//
+// A procedure is a generator over one Int32Array `ta`. It yields wait
+// requests `{ index, value, timeout }` and receives the outcome of each:
+//
+//   'ok'         notified: this waiter consumed a wake-up
+//   'not-equal'  ta[index] was no longer `value` when the wait began
+//   'timed-out'  `timeout` ms passed (timeout is always finite and > 0 or Infinity)
+//   'cancelled'  (async only) the AbortSignal fired and the waiter was taken
+//                back out of the queue before anyone woke it
+//
+// and finally returns its result. The same procedure code serves `lock()`
+// and `lockAsync()`: only the driver differs.
+//
+// Cancellation contract (tokio's): when the signal fires, `ctx.cancelled`
+// becomes true and the driver tries to take the queued waiter back out. If it
+// was still queued the procedure gets 'cancelled' and owes nobody anything.
+// If a notify got there first (cancelAsync returned false), the waiter's
+// promise settles 'ok' and the procedure receives it with `ctx.cancelled` set:
+// it consumed a wake-up meant for someone, and must pass it on (or use it and
+// then release what it got). The driver keeps serving the procedure's waits
+// after cancellation, so a procedure can finish a handoff it cannot refuse.
+const futex = require('./futex')
+
+const { wait } = futex
+const { enqueueAsync, cancelAsync } = futex.internal
+
+function runBlocking (ta, gen) {
+  let step = gen.next()
+  while (!step.done) {
+    const w = step.value
+    step = gen.next(wait(ta, w.index, w.value, w.timeout))
+  }
+  return step.value
+}
+
+// Async waiters keep the event loop alive (keepAlive = true): a pending
+// acquisition is pending work.
+function runAsync (ta, gen, ctx, signal) {
+  return new Promise((resolve, reject) => {
+    let current = null // the queued waiter: { index, token, resume }
+    const onAbort = () => {
+      ctx.cancelled = true
+      const c = current
+      if (c !== null && cancelAsync(ta, c.index, c.token)) {
+        // It left the queue and its promise will never settle.
+        Promise.resolve('cancelled').then(c.resume)
+      }
+    }
+    const finish = () => {
+      if (signal !== undefined) signal.removeEventListener('abort', onAbort)
+    }
+    if (signal !== undefined) signal.addEventListener('abort', onAbort)
+    advance(undefined)
+
+    function advance (result) {
+      let step
+      try {
+        step = gen.next(result)
+        while (!step.done) {
+          const w = step.value
+          const q = enqueueAsync(ta, w.index, w.value, w.timeout, true)
+          if (q === 'not-equal') {
+            step = gen.next('not-equal')
+            continue
+          }
+          let settled = false
+          const resume = (r) => {
+            if (settled) return
+            settled = true
+            current = null
+            advance(r)
+          }
+          current = { index: w.index, token: q.token, resume }
+          q.promise.then(resume)
+          return
+        }
+      } catch (e) {
+        finish()
+        reject(e)
+        return
+      }
+      finish()
+      resolve(step.value)
+    }
+  })
+}
+
+module.exports = { runBlocking, runAsync }

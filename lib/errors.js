@@ -1,0 +1,62 @@
+'use strict'
+// The errors and status values of the lock module. Every error has a stable
+// `code` to compare against (the classes are also exported, for instanceof).
+//
+//   class               code                 when
+//   LockTimeoutError    ERR_LOCK_TIMEOUT     a timeout passed before the lock / permit was acquired
+//   AbortError          ABORT_ERR            the AbortSignal fired first (`cause` is signal.reason)
+//   LockOwnershipError  ERR_LOCK_NOT_OWNER   unlock / Condition.wait by a thread that does not hold the lock
+//   DeadlockError       ERR_LOCK_DEADLOCK    a blocking lock() by a thread that already holds the lock
+//
+// AbortError has the name and code of Node's own AbortError, so code that
+// checks `err.name === 'AbortError'` treats it like any aborted Node API.
+
+const E_TIMEOUT = 'ERR_LOCK_TIMEOUT'
+const E_ABORTED = 'ABORT_ERR'
+const E_NOT_OWNER = 'ERR_LOCK_NOT_OWNER'
+const E_DEADLOCK = 'ERR_LOCK_DEADLOCK'
+
+// Acquisition outcomes. OWNER_DIED means: acquired, but the previous owner's
+// thread ended while holding the lock (POSIX robust mutexes' EOWNERDEAD), so
+// the state the lock protects may be half-updated.
+const ACQUIRED = 'acquired'
+const OWNER_DIED = 'owner-died'
+
+// Error subclasses without class fields (the package supports Node 12).
+function define (name, code, defaultMessage) {
+  class E extends Error {
+    constructor (message, options) {
+      super(message || defaultMessage)
+      if (options && 'cause' in options) {
+        Object.defineProperty(this, 'cause', { value: options.cause, writable: true, configurable: true })
+      }
+    }
+  }
+  Object.defineProperty(E, 'name', { value: name })
+  Object.defineProperty(E.prototype, 'name', { value: name, writable: true, configurable: true })
+  Object.defineProperty(E.prototype, 'code', { value: code, writable: true, configurable: true })
+  return E
+}
+
+const LockTimeoutError = define('LockTimeoutError', E_TIMEOUT, 'The timeout passed before the lock was acquired')
+const AbortError = define('AbortError', E_ABORTED, 'The operation was aborted')
+const LockOwnershipError = define('LockOwnershipError', E_NOT_OWNER, 'The lock is not held by this thread')
+const DeadlockError = define('DeadlockError', E_DEADLOCK, 'This thread already holds the lock')
+
+function abortError (signal) {
+  return new AbortError(undefined, { cause: signal.reason })
+}
+
+module.exports = {
+  LockTimeoutError,
+  AbortError,
+  LockOwnershipError,
+  DeadlockError,
+  abortError,
+  E_TIMEOUT,
+  E_ABORTED,
+  E_NOT_OWNER,
+  E_DEADLOCK,
+  ACQUIRED,
+  OWNER_DIED
+}
