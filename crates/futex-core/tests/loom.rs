@@ -1,0 +1,358 @@
+//! Model tests: `loom` explores the interleavings of the real table code (its
+//! mutexes, atomics and park/unpark come from `loom` under `cfg(loom)`).
+//!
+//! Run with:
+//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p futex-core --release --test loom`
+//!
+//! Each model uses a one-bucket table and at most three threads, so the whole
+//! run stays small. A blocking waiter uses no deadline: under loom
+//! `park_timeout` is a plain `park`, so a lost wake-up leaves it parked
+//! forever, which loom reports as a deadlock.
+//!
+//! The test `Owner` records into a `std` mutex: it is never held across a loom
+//! operation, so no model thread can be preempted while holding it, and the
+//! log is only read after the other threads are joined.
+#![cfg(loom)]
+
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futex_core::{AsyncOutcome, Key, Owner, Ticket, WaitResult, WaitTable};
+use loom::sync::atomic::AtomicI32;
+use loom::thread;
+
+const KEY: Key = 0x1000;
+
+/// `loom::model`, reporting how many interleavings were explored (run with
+/// `--nocapture` to see them; a count of 1 would mean nothing was explored).
+fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
+    use std::sync::atomic::AtomicUsize;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    loom::model(move || {
+        counter.fetch_add(1, SeqCst);
+        f();
+    });
+    let runs = runs.load(SeqCst);
+    eprintln!("{name}: {runs} interleavings");
+    assert!(runs > 1, "{name}: loom explored a single interleaving");
+}
+
+/// A test `Owner`. `dead` is a loom atomic so that an owner's teardown (mark
+/// dead, then `remove_owner`) interleaves with `notify`'s `is_alive` check.
+struct Recorder {
+    dead: loom::sync::atomic::AtomicBool,
+    log: Mutex<Vec<(u64, AsyncOutcome)>>,
+}
+
+impl Recorder {
+    fn new() -> Arc<Self> {
+        Arc::new(Recorder { dead: loom::sync::atomic::AtomicBool::new(false), log: Mutex::default() })
+    }
+    fn log(&self) -> Vec<(u64, AsyncOutcome)> {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+impl Owner for Recorder {
+    fn is_alive(&self) -> bool {
+        !self.dead.load(SeqCst)
+    }
+    fn complete(&self, token: u64, outcome: AsyncOutcome) {
+        self.log.lock().unwrap().push((token, outcome));
+    }
+}
+
+/// A one-bucket table plus one async waiter on `KEY`.
+fn table_with_async_waiter() -> (Arc<WaitTable>, Arc<Recorder>, Ticket) {
+    let table = Arc::new(WaitTable::new(1));
+    let owner = Recorder::new();
+    let ticket = table.wait_async(KEY, || true, owner.clone()).expect("validate returned true");
+    (table, owner, ticket)
+}
+
+/// Thread B changes the value and then notifies while thread A validates and
+/// enqueues. Relaxed accesses on purpose: the bucket lock alone must order the
+/// notifier's store before A's `validate` whenever A enqueues after the
+/// notify. Either A sees the new value (NotEqual, nothing woken) or it is
+/// queued before the notify looks and is woken by it (Ok, count 1).
+#[test]
+fn blocking_wait_vs_store_then_notify() {
+    model("blocking_wait_vs_store_then_notify", || {
+        let table = Arc::new(WaitTable::new(1));
+        let memory = Arc::new(AtomicI32::new(0));
+        let key = Arc::as_ptr(&memory) as Key;
+
+        let notifier = {
+            let (table, memory) = (table.clone(), memory.clone());
+            thread::spawn(move || {
+                memory.store(1, Relaxed);
+                table.notify(key, 1)
+            })
+        };
+        let validate = || memory.load(Relaxed) == 0;
+        let r = table.wait(key, validate, None, Duration::from_secs(1), || false);
+        // Read before joining: the join would order the store on its own.
+        let seen = memory.load(Relaxed);
+        let woken = notifier.join().unwrap();
+
+        match r {
+            WaitResult::Ok => {
+                assert_eq!(woken, 1);
+                // What the notifier wrote before notifying is visible to the
+                // woken waiter. (Loom cannot isolate the `notified` flag's
+                // Release/Acquire pair here: it models `unpark` as a
+                // happens-before edge, and the notifier reaches the unpark
+                // with no scheduling point after the flag store.)
+                assert_eq!(seen, 1);
+            }
+            WaitResult::NotEqual => assert_eq!(woken, 0),
+            other => panic!("a wait without deadline or interruption ended with {other:?}"),
+        }
+        assert_eq!(table.len(key), 0);
+    });
+}
+
+/// The same race for an async waiter: either it is not queued, or it is
+/// queued and the notify completes it.
+#[test]
+fn async_wait_vs_store_then_notify() {
+    model("async_wait_vs_store_then_notify", || {
+        let table = Arc::new(WaitTable::new(1));
+        let memory = Arc::new(AtomicI32::new(0));
+        let owner = Recorder::new();
+
+        let notifier = {
+            let (table, memory) = (table.clone(), memory.clone());
+            thread::spawn(move || {
+                memory.store(1, Relaxed);
+                table.notify(KEY, 1)
+            })
+        };
+        let validate = || memory.load(Relaxed) == 0;
+        let ticket = table.wait_async(KEY, validate, owner.clone());
+        let woken = notifier.join().unwrap();
+
+        match ticket {
+            Some(t) => {
+                assert_eq!(woken, 1);
+                assert_eq!(owner.log(), vec![(t.seq, AsyncOutcome::Ok)]);
+            }
+            None => {
+                assert_eq!(woken, 0);
+                assert!(owner.log().is_empty());
+            }
+        }
+        assert_eq!(table.len(KEY), 0);
+    });
+}
+
+/// Notify and the deadline race for one async waiter: exactly one of them
+/// removes it, and its outcome and both return values agree on which.
+#[test]
+fn notify_vs_timeout() {
+    model("notify_vs_timeout", || {
+        let (table, owner, ticket) = table_with_async_waiter();
+        let notifier = {
+            let table = table.clone();
+            thread::spawn(move || table.notify(KEY, 1))
+        };
+        let timer = {
+            let table = table.clone();
+            thread::spawn(move || table.timeout(ticket))
+        };
+        let woken = notifier.join().unwrap();
+        let timed_out = timer.join().unwrap();
+
+        let log = owner.log();
+        assert_eq!(log.len(), 1, "exactly one completion: {log:?}");
+        let (token, outcome) = log[0];
+        assert_eq!(token, ticket.seq);
+        assert_eq!(woken == 1, outcome == AsyncOutcome::Ok);
+        assert_eq!(timed_out, outcome == AsyncOutcome::TimedOut);
+        assert_eq!(table.len(KEY), 0);
+    });
+}
+
+/// Notify and a cancellation race: if the cancel removed the waiter nothing is
+/// delivered and notify counts nothing; otherwise the notify completed it.
+#[test]
+fn notify_vs_cancel() {
+    model("notify_vs_cancel", || {
+        let (table, owner, ticket) = table_with_async_waiter();
+        let notifier = {
+            let table = table.clone();
+            thread::spawn(move || table.notify(KEY, 1))
+        };
+        let cancelled = table.cancel(ticket);
+        let woken = notifier.join().unwrap();
+
+        if cancelled {
+            assert_eq!(woken, 0);
+            assert!(owner.log().is_empty());
+        } else {
+            assert_eq!(woken, 1);
+            assert_eq!(owner.log(), vec![(ticket.seq, AsyncOutcome::Ok)]);
+        }
+        assert_eq!(table.len(KEY), 0);
+    });
+}
+
+/// Teardown of the owner races a notify and a timeout (all three remove the
+/// same waiter): at most one completion, consistent with every return value,
+/// and nothing left queued.
+#[test]
+fn notify_vs_timeout_vs_remove_owner() {
+    model("notify_vs_timeout_vs_remove_owner", || {
+        let (table, owner, ticket) = table_with_async_waiter();
+        let notifier = {
+            let table = table.clone();
+            thread::spawn(move || table.notify(KEY, 1))
+        };
+        let timer = {
+            let table = table.clone();
+            thread::spawn(move || table.timeout(ticket))
+        };
+        let dyn_owner: Arc<dyn Owner> = owner.clone();
+        let removed = table.remove_owner(&dyn_owner);
+        let woken = notifier.join().unwrap();
+        let timed_out = timer.join().unwrap();
+
+        assert_eq!(removed + woken + usize::from(timed_out), 1, "exactly one of them removed the waiter");
+        let expected = match (removed, woken, timed_out) {
+            (1, _, _) => vec![],
+            (_, 1, _) => vec![(ticket.seq, AsyncOutcome::Ok)],
+            _ => vec![(ticket.seq, AsyncOutcome::TimedOut)],
+        };
+        assert_eq!(owner.log(), expected);
+        assert_eq!(table.len(KEY), 0);
+    });
+}
+
+/// An owner's teardown (mark dead, then `remove_owner`) racing a notify:
+/// the waiter is removed exactly once, by the teardown (`removed == 1`), by
+/// a notify that still saw the owner alive (`woken == 1`, the owner is
+/// completed once), or by a notify that saw it dead (dropped: neither counts
+/// it and nothing is delivered). Nothing is left queued.
+#[test]
+fn notify_vs_owner_teardown() {
+    model("notify_vs_owner_teardown", || {
+        let (table, owner, ticket) = table_with_async_waiter();
+        let notifier = {
+            let table = table.clone();
+            thread::spawn(move || table.notify(KEY, 1))
+        };
+        owner.dead.store(true, SeqCst);
+        let dyn_owner: Arc<dyn Owner> = owner.clone();
+        let removed = table.remove_owner(&dyn_owner);
+        let woken = notifier.join().unwrap();
+
+        assert!(removed + woken <= 1, "removed {removed}, woken {woken}");
+        let expected = if woken == 1 { vec![(ticket.seq, AsyncOutcome::Ok)] } else { vec![] };
+        assert_eq!(owner.log(), expected);
+        assert_eq!(table.len(KEY), 0);
+    });
+}
+
+/// A blocking waiter whose deadline has passed is on its way out of the
+/// queue while a `notify(1)` runs: if the notify removed it first, the
+/// wake-up is its outcome (`Ok`, even though it was leaving) and notify
+/// counts it; if it left first, it reports `TimedOut` and notify counts
+/// nothing. Under loom `Instant` is real time, so an already-expired deadline
+/// is the only deterministic one: the waiter validates, enqueues, and leaves.
+#[test]
+fn expired_deadline_vs_notify() {
+    model("expired_deadline_vs_notify", || {
+        let table = Arc::new(WaitTable::new(1));
+        let waiter = {
+            let table = table.clone();
+            thread::spawn(move || {
+                let expired = std::time::Instant::now() - Duration::from_millis(1);
+                table.wait(KEY, || true, Some(expired), Duration::from_secs(1), || false)
+            })
+        };
+        let woken = table.notify(KEY, 1);
+        let r = waiter.join().unwrap();
+
+        match r {
+            WaitResult::Ok => assert_eq!(woken, 1),
+            WaitResult::TimedOut => assert_eq!(woken, 0, "notify counted a waiter that timed out"),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(table.len(KEY), 0);
+    });
+}
+
+/// The same race with an async waiter queued behind the blocking one: the
+/// single wake-up is never lost. It goes to the blocking waiter, or, if that
+/// one left first, to the async waiter.
+#[test]
+fn expired_deadline_passes_the_wakeup_on() {
+    model("expired_deadline_passes_the_wakeup_on", || {
+        let table = Arc::new(WaitTable::new(1));
+        let owner = Recorder::new();
+        // Set by `validate`, which runs under the bucket lock just before the
+        // blocking waiter is inserted: once we see it, a later enqueue queues
+        // behind that waiter (or finds it already gone).
+        let validated = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+        let waiter = {
+            let (table, validated) = (table.clone(), validated.clone());
+            thread::spawn(move || {
+                let expired = std::time::Instant::now() - Duration::from_millis(1);
+                let validate = || {
+                    validated.store(true, Relaxed);
+                    true
+                };
+                table.wait(KEY, validate, Some(expired), Duration::from_secs(1), || false)
+            })
+        };
+        while !validated.load(Relaxed) {
+            thread::yield_now();
+        }
+        let ticket = table.wait_async(KEY, || true, owner.clone()).unwrap();
+        let woken = table.notify(KEY, 1);
+        let r = waiter.join().unwrap();
+
+        assert_eq!(woken, 1, "the async waiter was queued, so someone is woken");
+        match r {
+            WaitResult::Ok => {
+                assert!(owner.log().is_empty());
+                assert_eq!(table.len(KEY), 1, "the async waiter is still queued");
+            }
+            WaitResult::TimedOut => {
+                assert_eq!(owner.log(), vec![(ticket.seq, AsyncOutcome::Ok)], "the wake-up was lost");
+                assert_eq!(table.len(KEY), 0);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    });
+}
+
+/// A blocking waiter and an async waiter queued on one key, two concurrent
+/// `notify(1)`: both are woken, each exactly once, and the counts add up.
+#[test]
+fn two_notifiers_two_waiters() {
+    model("two_notifiers_two_waiters", || {
+        let (table, owner, ticket) = table_with_async_waiter();
+        // Queue a blocking waiter behind the async one from a model thread;
+        // the two notifiers start once it is queued.
+        let blocked = {
+            let table = table.clone();
+            thread::spawn(move || table.wait(KEY, || true, None, Duration::from_secs(1), || false))
+        };
+        while table.len(KEY) < 2 {
+            thread::yield_now();
+        }
+        let notifier = {
+            let table = table.clone();
+            thread::spawn(move || table.notify(KEY, 1))
+        };
+        let woken = table.notify(KEY, 1) + notifier.join().unwrap();
+
+        assert_eq!(blocked.join().unwrap(), WaitResult::Ok);
+        assert_eq!(woken, 2);
+        assert_eq!(owner.log(), vec![(ticket.seq, AsyncOutcome::Ok)]);
+        assert_eq!(table.len(KEY), 0);
+    });
+}
