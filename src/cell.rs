@@ -54,7 +54,9 @@ impl Cell {
         // Fails with napi_invalid_arg unless `ta` is a typed array.
         // SAFETY: live env/value handles (function contract); all out-pointers
         // are valid locals; the buffer handle is not requested.
-        let status = unsafe { sys::napi_get_typedarray_info(env, ta, &mut kind, &mut length, &mut data, ptr::null_mut(), &mut byte_offset) };
+        let status = unsafe {
+            sys::napi_get_typedarray_info(env, ta, &mut kind, &mut length, &mut data, ptr::null_mut(), &mut byte_offset)
+        };
         if status != sys::Status::napi_ok {
             return Err(type_error("argument is not an Int32Array or BigInt64Array"));
         }

@@ -96,7 +96,8 @@ pub fn notify(env: Env, ta: Unknown, index: f64, count: f64) -> Result<u32> {
 #[napi(js_name = "waitAsync")]
 pub fn wait_async(env: Env, ta: Unknown, index: f64, value: Unknown, timeout: f64) -> Result<f64> {
     let raw_env = env.raw();
-    let owner = resolver::current().ok_or_else(|| Error::new(Status::GenericFailure, "initAsync was not called on this thread".to_owned()))?;
+    let owner = resolver::current()
+        .ok_or_else(|| Error::new(Status::GenericFailure, "initAsync was not called on this thread".to_owned()))?;
     // SAFETY: handles of this call; the JS layer keeps the array (and so its
     // buffer) alive until this waiter is settled, cancelled, or removed with
     // its thread.
@@ -152,7 +153,9 @@ unsafe extern "C" fn unregister_thread(arg: *mut c_void) {
 pub fn register_thread(env: Env, thread_id: u32) -> Result<()> {
     if THREADS.lock().insert(thread_id) {
         // SAFETY: the hook only reads its argument as an integer.
-        let status = unsafe { sys::napi_add_env_cleanup_hook(env.raw(), Some(unregister_thread), thread_id as usize as *mut c_void) };
+        let status = unsafe {
+            sys::napi_add_env_cleanup_hook(env.raw(), Some(unregister_thread), thread_id as usize as *mut c_void)
+        };
         if status != sys::Status::napi_ok {
             return Err(Error::new(Status::GenericFailure, "napi_add_env_cleanup_hook failed".to_owned()));
         }

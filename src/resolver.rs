@@ -101,7 +101,13 @@ impl Owner for Resolver {
         if !inner.scheduled {
             // SAFETY: `tsfn` is non-null, so it was neither released nor
             // finalized (both null it under this lock before it is freed).
-            let status = unsafe { sys::napi_call_threadsafe_function(inner.tsfn, ptr::null_mut(), sys::ThreadsafeFunctionCallMode::nonblocking) };
+            let status = unsafe {
+                sys::napi_call_threadsafe_function(
+                    inner.tsfn,
+                    ptr::null_mut(),
+                    sys::ThreadsafeFunctionCallMode::nonblocking,
+                )
+            };
             // Any failure means the function is closing with its thread.
             inner.scheduled = status == sys::Status::napi_ok;
         }
@@ -154,14 +160,29 @@ pub unsafe fn init(env: sys::napi_env, settle: sys::napi_value) -> Result<()> {
     let mut name = ptr::null_mut();
     let label = "shared-futex";
     // SAFETY: live env; `label` is valid UTF-8 of the given length.
-    check(unsafe { sys::napi_create_string_utf8(env, label.as_ptr().cast(), label.len() as isize, &mut name) }, "napi_create_string_utf8")?;
+    check(
+        unsafe { sys::napi_create_string_utf8(env, label.as_ptr().cast(), label.len() as isize, &mut name) },
+        "napi_create_string_utf8",
+    )?;
     // The threadsafe function holds one strong count, returned in `finalize`.
     let held = Arc::into_raw(resolver.clone()) as *mut c_void;
     let mut tsfn = ptr::null_mut();
     // SAFETY: live env and function handle; `held` stays valid until
     // `finalize` takes it back; `call_js` and `finalize` match N-API's types.
     let status = unsafe {
-        sys::napi_create_threadsafe_function(env, settle, ptr::null_mut(), name, 0, 1, held, Some(finalize), held, Some(call_js), &mut tsfn)
+        sys::napi_create_threadsafe_function(
+            env,
+            settle,
+            ptr::null_mut(),
+            name,
+            0,
+            1,
+            held,
+            Some(finalize),
+            held,
+            Some(call_js),
+            &mut tsfn,
+        )
     };
     if status != sys::Status::napi_ok {
         // SAFETY: creation failed, so N-API will never call `finalize` with it.
@@ -224,7 +245,9 @@ unsafe extern "C" fn call_js(env: sys::napi_env, settle: sys::napi_value, contex
         }
         ptr::copy_nonoverlapping(batch.as_ptr(), bytes as *mut f64, batch.len());
         let mut array = ptr::null_mut();
-        if sys::napi_create_typedarray(env, sys::TypedarrayType::float64_array, batch.len(), buffer, 0, &mut array) != sys::Status::napi_ok {
+        if sys::napi_create_typedarray(env, sys::TypedarrayType::float64_array, batch.len(), buffer, 0, &mut array)
+            != sys::Status::napi_ok
+        {
             return;
         }
         let mut undefined = ptr::null_mut();
