@@ -183,15 +183,23 @@ function * contended (ta, deadline, ctx, blocking) {
       continue
     }
 
-    // 6. Sleep for at most a slice, or until the deadline.
+    // 6. Sleep for at most a slice, or until the deadline. A waiter that is
+    //    not the heir yet first sleeps only until it has waited HANDOFF_AFTER:
+    //    a waiter that only woke when notified could sit at the back of the
+    //    queue for long, since a waiter that loses the race after its wake-up
+    //    queues again behind the others.
     let timeout = SLICE
+    if (!heir) {
+      const untilHeir = start + HANDOFF_AFTER - now()
+      if (untilHeir > 0 && untilHeir < timeout) timeout = untilHeir
+    }
     if (deadline !== Infinity && !finishing) {
       const remaining = deadline - now()
       if (remaining <= 0) {
         if (leave()) return TIMED_OUT
         continue
       }
-      if (remaining < SLICE) timeout = remaining
+      if (remaining < timeout) timeout = remaining
     }
     let result
     if (heir) {
