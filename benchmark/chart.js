@@ -81,7 +81,9 @@ function render (run) {
   out.push(text(16, 26, 'shared-futex against its baselines: ratio of medians (> 1× = shared-futex better)', 'font-size="16" font-weight="bold"'))
   out.push(text(16, 46, describe(run.machine), 'fill="#444"'))
   const o = run.options
-  out.push(text(16, 64, `${run.date.slice(0, 10)}, ${o.mode} run: ${o.rounds} interleaved rounds of ${o.ms} ms per figure; bar = ratio of medians, whisker = range of per-round ratios, | = target`, 'fill="#444"'))
+  const m = run.machine
+  const loadNote = m.othersCpuShare == null ? '' : `, other processes used ${Math.round(m.othersCpuShare * 100)}% of the CPUs`
+  out.push(text(16, 64, `${run.date.slice(0, 16).replace('T', ' ')} UTC, ${o.mode} run: ${o.rounds} interleaved rounds of ${o.ms} ms per figure${loadNote}. Bar: ratio of medians; whisker: range of per-round ratios; red tick: target.`, 'fill="#444"'))
   // Axis: grid lines and labels.
   for (const t of ticks) {
     const x = X(t)

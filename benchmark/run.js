@@ -11,7 +11,7 @@
 
 const fs = require('fs')
 const path = require('path')
-const { machine, describe } = require('./lib/machine')
+const { machine, describe, load, cpuClock, othersShare } = require('./lib/machine')
 const { runScenario } = require('./lib/runner')
 const { figures, ratios } = require('./lib/report')
 const { render } = require('./chart')
@@ -47,7 +47,7 @@ function parse (argv) {
 
 function options (args) {
   const base = args.quick
-    ? { mode: 'quick', rounds: 3, warmMs: 100, ms: 250, warmupRound: false }
+    ? { mode: 'quick', quick: true, rounds: 3, warmMs: 80, ms: 200, warmupRound: false }
     : { mode: 'full', rounds: 7, warmMs: 250, ms: 1000, warmupRound: true }
   if (args.rounds) base.rounds = args.rounds
   if (args.ms) base.ms = args.ms
@@ -67,13 +67,22 @@ async function main () {
   const where = machine()
   console.log(`shared-futex benchmarks (${opts.mode}: ${opts.rounds} rounds of ${opts.ms} ms after ${opts.warmMs} ms warm-up)`)
   console.log(describe(where))
+  console.log(`load average ${where.loadAtStart}; other processes on the machine skew every figure, so each scenario records their CPU share`)
+  const runClock = cpuClock()
   const scenarios = []
   for (const s of SCENARIOS) {
     if (opts.only && !s.cases.some((c) => opts.only(s, c)) && !opts.onlyList.includes(s.id)) continue
     process.stdout.write(`\n${s.id}. ${s.title}\n`)
+    const loadBefore = load()
+    const clock = cpuClock()
     const record = await runScenario(s, opts, (c, r) => {
       if (r === opts.rounds) process.stdout.write(`   ${c.label}: ${r} rounds done\n`)
     })
+    const end = cpuClock()
+    record.load = { before: loadBefore, after: load() }
+    record.othersCpuShare = othersShare(clock, end)
+    record.durationS = Math.round((end.at - clock.at) / 100) / 10
+    if (record.othersCpuShare != null) process.stdout.write(`   (${record.durationS} s; other processes used ${Math.round(record.othersCpuShare * 100)}% of the CPUs meanwhile)\n`)
     if (record.skipped) process.stdout.write(`   skipped: ${record.skipped}\n`)
     for (const c of record.cases) for (const e of c.errors) process.stdout.write(`   error: ${e}\n`)
     scenarios.push(record)
@@ -82,7 +91,7 @@ async function main () {
     tool: 'shared-futex benchmark/run.js',
     date: new Date(started).toISOString(),
     durationS: Math.round((Date.now() - started) / 1000),
-    machine: where,
+    machine: { ...where, loadAtEnd: load(), othersCpuShare: othersShare(runClock, cpuClock()) },
     options: { mode: opts.mode, rounds: opts.rounds, warmMs: opts.warmMs, ms: opts.ms, warmupRound: opts.warmupRound, only: opts.onlyList || null },
     scenarios
   }

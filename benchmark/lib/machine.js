@@ -2,6 +2,9 @@
 // Where a run happened: shown in the table, the JSON and the chart.
 
 const os = require('os')
+const fs = require('fs')
+const path = require('path')
+const crypto = require('crypto')
 const { execFileSync } = require('child_process')
 const { ROOT } = require('./impl')
 
@@ -11,6 +14,44 @@ function git (args) {
   } catch {
     return null
   }
+}
+
+// Which build of the addon ran: the commit says what the sources were, the
+// binary's hash says whether it was rebuilt from them.
+function addon () {
+  const file = fs.readdirSync(ROOT).find((f) => f.endsWith('.node'))
+  if (!file) return null
+  const hash = crypto.createHash('sha256').update(fs.readFileSync(path.join(ROOT, file))).digest('hex')
+  return { file, sha256: hash.slice(0, 16) }
+}
+
+// The 1-minute load average (which includes the benchmark's own threads).
+function load () {
+  return Math.round(os.loadavg()[0] * 100) / 100
+}
+
+// CPU time used by everything on the machine (from /proc/stat, Linux) and by
+// this process, in seconds: two readings give how busy *other* processes
+// kept the machine meanwhile (child processes of the benchmark count as
+// other; they are short). Null where /proc/stat does not exist.
+function cpuClock () {
+  let busy = null
+  try {
+    const fields = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number)
+    // user nice system idle iowait irq softirq steal ...: busy = all but idle and iowait
+    busy = (fields.reduce((a, b) => a + b, 0) - fields[3] - (fields[4] || 0)) / 100 // USER_HZ is 100 on Linux
+  } catch {}
+  const own = process.cpuUsage()
+  return { at: Date.now(), busy, own: (own.user + own.system) / 1e6 }
+}
+
+// Share (0..1) of the machine's CPUs used by other processes between two readings.
+function othersShare (a, b) {
+  if (a.busy == null || b.busy == null) return null
+  const wall = (b.at - a.at) / 1000
+  if (wall <= 0) return null
+  const others = (b.busy - a.busy) - (b.own - a.own)
+  return Math.max(0, Math.round((others / (wall * os.cpus().length)) * 100) / 100)
 }
 
 function machine () {
@@ -24,7 +65,9 @@ function machine () {
     os: `${os.type()} ${os.release()} ${os.arch()}`,
     node: process.version,
     v8: process.versions.v8,
-    commit: commit ? commit + (dirty ? ' (modified)' : '') : null
+    commit: commit ? commit + (dirty ? ' (modified)' : '') : null,
+    addon: addon(),
+    loadAtStart: load()
   }
 }
 
@@ -33,4 +76,4 @@ function describe (m) {
     (m.commit ? `, commit ${m.commit}` : '')
 }
 
-module.exports = { machine, describe }
+module.exports = { machine, describe, load, cpuClock, othersShare }
