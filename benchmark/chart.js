@@ -11,16 +11,22 @@ const path = require('path')
 const { figure, ratio } = require('./lib/format')
 const { describe } = require('./lib/machine')
 
-const W = 1000
-const LEFT = 330 // row labels
-const PLOT = 420 // width of the log axis
+const W = 1120
+const LEFT = 400 // row labels
+const PLOT = 440 // width of the log axis
 const ROW = 26
-const TOP = 96
+const TOP = 112
+const LABEL_CHARS = 58 // longer row labels are cut (they would run into the plot)
 
 const COLOR = { met: '#2e8b57', missed: '#d2691e', none: '#5b7fa6' }
 
 function esc (s) {
   return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
+}
+
+function cut (s, n) {
+  const chars = [...s]
+  return chars.length > n ? chars.slice(0, n - 1).join('') + '…' : s
 }
 
 function text (x, y, s, attrs = '') {
@@ -35,7 +41,9 @@ function rows (run) {
       out.push({ skipped: `${s.id}. ${s.title}: skipped (${s.skipped})` })
       continue
     }
-    for (const k of s.skippedCases || []) out.push({ skipped: `${s.id}. ${s.title}: ${k.label}: skipped (${k.reason})` })
+    for (const k of s.skippedCases || []) {
+      if (k.reason !== 'not in --quick') out.push({ skipped: `${s.id}. ${s.title}: ${k.label}: skipped (${k.reason})` })
+    }
     for (const x of s.comparisons) {
       const c = s.cases.find((k) => k.id === x.case)
       const m = c.metrics.find((k) => k.name === x.metric)
@@ -83,7 +91,8 @@ function render (run) {
   const o = run.options
   const m = run.machine
   const loadNote = m.othersCpuShare == null ? '' : `, other processes used ${Math.round(m.othersCpuShare * 100)}% of the CPUs`
-  out.push(text(16, 64, `${run.date.slice(0, 16).replace('T', ' ')} UTC, ${o.mode} run: ${o.rounds} interleaved rounds of ${o.ms} ms per figure${loadNote}. Bar: ratio of medians; whisker: range of per-round ratios; red tick: target.`, 'fill="#444"'))
+  out.push(text(16, 64, `${run.date.slice(0, 16).replace('T', ' ')} UTC, ${o.mode} run: ${o.rounds} interleaved rounds of ${o.ms} ms per figure${loadNote}.`, 'fill="#444"'))
+  out.push(text(16, 82, 'Bar: ratio of the medians; whisker: range of the per-round ratios; red tick: the target of issue 5.', 'fill="#444"'))
   // Axis: grid lines and labels.
   for (const t of ticks) {
     const x = X(t)
@@ -100,7 +109,7 @@ function render (run) {
       return
     }
     const x = r.x
-    out.push(text(16, mid - 1, r.label, 'font-weight="600"'))
+    out.push(text(16, mid - 1, cut(r.label, LABEL_CHARS), 'font-weight="600"'))
     out.push(text(16, mid + 10, r.sub, 'fill="#666" font-size="10"'))
     if (Number.isFinite(x.advantage) && x.advantage > 0) {
       const a = X(1)
