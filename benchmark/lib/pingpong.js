@@ -18,7 +18,8 @@ const STOP = 2
 
 // Pings until the absolute time `to` (see threads.now), counting the round
 // trips completed from `from` on; then stops the partner.
-// Returns { count, elapsedMs } of the counted part.
+// Returns { count, elapsedMs, cpuMs } of the counted part; cpuMs is the CPU
+// time the whole process (every thread) used meanwhile: spinning shows there.
 function ping (f, cells, at, from, to) {
   const { wait, notify } = f
   let count = 0
@@ -32,6 +33,7 @@ function ping (f, cells, at, from, to) {
     t = now()
   }
   const t0 = t
+  const cpu0 = process.cpuUsage()
   while (t < to) {
     for (let i = 0; i < 64; i++) {
       Atomics.store(cells, at, PONG)
@@ -41,8 +43,14 @@ function ping (f, cells, at, from, to) {
     count += 64
     t = now()
   }
+  const cpuMs = cpuSince(cpu0)
   stop(f, cells, at)
-  return { count, elapsedMs: t - t0 }
+  return { count, elapsedMs: t - t0, cpuMs }
+}
+
+function cpuSince (cpu0) {
+  const d = process.cpuUsage(cpu0)
+  return (d.user + d.system) / 1000
 }
 
 // The same with the waiting side asynchronous (`await waitAsync`), as the
@@ -52,6 +60,7 @@ async function pingAsync (f, cells, at, from, to) {
   let count = 0
   let t = now()
   let t0 = 0
+  let cpu0 = null
   for (;;) {
     for (let i = 0; i < 16; i++) {
       Atomics.store(cells, at, PONG)
@@ -63,14 +72,18 @@ async function pingAsync (f, cells, at, from, to) {
     }
     t = now()
     if (t0 === 0) {
-      if (t >= from) t0 = t
+      if (t >= from) {
+        t0 = t
+        cpu0 = process.cpuUsage()
+      }
     } else {
       count += 16
       if (t >= to) break
     }
   }
+  const cpuMs = cpuSince(cpu0)
   stop(f, cells, at)
-  return { count, elapsedMs: t - t0 }
+  return { count, elapsedMs: t - t0, cpuMs }
 }
 
 function stop (f, cells, at) {

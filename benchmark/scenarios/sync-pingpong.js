@@ -21,7 +21,7 @@ async function workerToWorker (impl, { warmMs, ms }) {
     async (ctl) => go(ctl, warmMs)
   )
   const r = results[0]
-  return { rate: r.count / (r.elapsedMs / 1000) }
+  return { rate: r.count / (r.elapsedMs / 1000), cpuUs: (r.cpuMs * 1000) / r.count }
 }
 
 async function mainToWorker (impl, { warmMs, ms }) {
@@ -36,20 +36,23 @@ async function mainToWorker (impl, { warmMs, ms }) {
       return ping(f, c, 0, from, from + ms)
     }
   )
-  return { rate: r.count / (r.elapsedMs / 1000) }
+  return { rate: r.count / (r.elapsedMs / 1000), cpuUs: (r.cpuMs * 1000) / r.count }
 }
 
 const RATE = { name: 'rate', label: 'round trips/s', unit: '/s', better: 'higher' }
+const CPU = { name: 'cpuUs', label: 'CPU time per round trip (all threads)', unit: 'us', better: 'lower' }
 
 module.exports = {
   id: '1',
   title: 'Sync ping-pong',
   cases: [
-    { id: '1-worker-worker', label: 'worker ↔ worker', impls: ['ours', 'native'], metrics: [RATE], measure: workerToWorker },
-    { id: '1-main-worker', label: 'main ↔ worker', impls: ['ours', 'native'], metrics: [RATE], measure: mainToWorker }
+    { id: '1-worker-worker', label: 'worker ↔ worker', impls: ['ours', 'native'], metrics: [RATE, CPU], measure: workerToWorker },
+    { id: '1-main-worker', label: 'main ↔ worker', impls: ['ours', 'native'], metrics: [RATE, CPU], measure: mainToWorker }
   ],
   comparisons: [
     { case: '1-worker-worker', metric: 'rate', ours: 'ours', base: 'native', target: 1.5 },
-    { case: '1-main-worker', metric: 'rate', ours: 'ours', base: 'native', target: 1.5 }
+    { case: '1-worker-worker', metric: 'cpuUs', ours: 'ours', base: 'native', target: null, label: 'CPU per round trip, × less' },
+    { case: '1-main-worker', metric: 'rate', ours: 'ours', base: 'native', target: 1.5 },
+    { case: '1-main-worker', metric: 'cpuUs', ours: 'ours', base: 'native', target: null, label: 'CPU per round trip, × less' }
   ]
 }
