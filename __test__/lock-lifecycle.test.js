@@ -1,0 +1,56 @@
+'use strict'
+// A pending async acquisition is pending work: it keeps the process alive
+// until it succeeds, and nothing is left holding the process afterwards.
+// Each case runs fixtures/lock-keepalive.js in a child process with a hard
+// timeout: a child that exits early prints nothing, one that never exits is
+// killed and fails the test.
+const assert = require('assert')
+const path = require('path')
+const { spawn } = require('child_process')
+const { test, describe } = require('./harness')
+
+const HARD_TIMEOUT = 20000
+
+function run (how) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'lock-keepalive.js'), how], {
+      stdio: ['ignore', 'pipe', 'pipe']
+    })
+    let stdout = ''
+    let stderr = ''
+    let timedOut = false
+    child.stdout.setEncoding('utf8').on('data', (s) => { stdout += s })
+    child.stderr.setEncoding('utf8').on('data', (s) => { stderr += s })
+    const timer = setTimeout(() => {
+      timedOut = true
+      child.kill('SIGKILL')
+    }, HARD_TIMEOUT)
+    child.on('error', reject)
+    child.on('close', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, stdout, stderr, timedOut })
+    })
+  })
+}
+
+const CASES = [
+  ['lockAsync', 'AsyncLock.lockAsync()'],
+  ['lockAsync-timeout', 'AsyncLock.lockAsync({ timeout })'],
+  ['executeLocked', 'AsyncLock.executeLocked(fn)'],
+  ['runExclusive', 'AsyncLock.runExclusive(fn)'],
+  ['condition', 'Condition.waitAsync(lock)'],
+  ['semaphore', 'Semaphore.acquireAsync()']
+]
+
+describe('async acquisitions keep the process alive (child processes)', () => {
+  for (const [how, what] of CASES) {
+    test(`${what} waiting on an unref'd worker: the process stays until it succeeds, then exits`, { timeout: HARD_TIMEOUT + 10000 }, async () => {
+      const r = await run(how)
+      const shown = `\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`
+      assert.ok(!r.timedOut, `hung: killed after ${HARD_TIMEOUT} ms${shown}`)
+      assert.strictEqual(r.signal, null, shown)
+      assert.strictEqual(r.code, 0, shown)
+      assert.strictEqual(r.stdout, 'acquired\n', `the process exited before the acquisition succeeded${shown}`)
+    })
+  }
+})
