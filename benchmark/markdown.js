@@ -1,0 +1,60 @@
+'use strict'
+// Prints a run's results as Markdown tables (for docs/benchmarks.md):
+//   node benchmark/markdown.js [results/full.json]
+
+const fs = require('fs')
+const path = require('path')
+const { figure, ratio } = require('./lib/format')
+const { describe } = require('./lib/machine')
+
+function row (cells) {
+  return `| ${cells.join(' | ')} |`
+}
+
+function render (run) {
+  const out = []
+  const m = run.machine
+  out.push(`Machine: ${describe(m)}; addon ${m.addon ? m.addon.sha256 : 'unknown'}.`)
+  const others = m.othersCpuShare == null ? '' : ` Other processes used ${Math.round(m.othersCpuShare * 100)}% of the CPUs during the run.`
+  out.push(`Run: ${run.date.slice(0, 16).replace('T', ' ')} UTC, ${run.options.mode}, ${run.options.rounds} rounds of ${run.options.ms} ms per figure, ${run.durationS} s in all.${others}`)
+  out.push('')
+  out.push('Ratios (between the medians; in brackets the range of the per-round ratios):')
+  out.push('')
+  out.push(row(['scenario', 'case', 'figure', 'ratio', 'value', 'rounds', 'target', 'met']))
+  out.push(row(['---', '---', '---', '---', '---:', '---', '---', '---']))
+  for (const s of run.scenarios) {
+    for (const x of s.comparisons) {
+      const c = s.cases.find((k) => k.id === x.case)
+      const metric = c.metrics.find((k) => k.name === x.metric)
+      const form = x.form === 'ours/base' ? `${x.ours} ÷ ${x.base}` : `${x.base} ÷ ${x.ours}`
+      const target = x.target == null ? '' : `${x.op === '>=' ? '≥' : '≤'} ${x.target}×`
+      out.push(row([`${s.id}. ${s.title}`, c.label, metric.label, form, `**${ratio(x.value)}**`,
+        `${ratio(x.min)}–${ratio(x.max)}`, target, x.met == null ? '' : x.met ? 'yes' : 'no']))
+    }
+  }
+  out.push('')
+  out.push('Absolute figures (median, and min–max of the rounds):')
+  out.push('')
+  out.push(row(['scenario', 'case', 'figure', 'implementation', 'median', 'min–max']))
+  out.push(row(['---', '---', '---', '---', '---:', '---']))
+  for (const s of run.scenarios) {
+    if (s.skipped) out.push(row([`${s.id}. ${s.title}`, `skipped: ${s.skipped}`, '', '', '', '']))
+    for (const k of s.skippedCases || []) out.push(row([`${s.id}. ${s.title}`, k.label, `skipped: ${k.reason}`, '', '', '']))
+    for (const c of s.cases) {
+      for (const metric of c.metrics) {
+        for (const impl of c.impls) {
+          const r = c.results[impl][metric.name]
+          out.push(row([`${s.id}. ${s.title}`, c.label, metric.label, impl, figure(r.median, metric.unit), `${figure(r.min, metric.unit)} – ${figure(r.max, metric.unit)}`]))
+        }
+      }
+    }
+  }
+  return out.join('\n') + '\n'
+}
+
+if (require.main === module) {
+  const input = path.resolve(process.argv[2] || path.join(__dirname, 'results', 'full.json'))
+  process.stdout.write(render(JSON.parse(fs.readFileSync(input, 'utf8'))))
+}
+
+module.exports = { render }
