@@ -25,6 +25,37 @@ function files (dir, out) {
   return out
 }
 
+// The package's fallback for a Node without timers/promises ignores the
+// options of setTimeout(ms, value, { ref, signal }), so every per-test
+// `timeout` became a ref'd timer that nothing cancels: Node 12 then waited
+// out the longest one (a minute) after the last test. This fallback honours
+// both options, as timers/promises does.
+const TIMERS_PROMISES = `'use strict'
+try {
+  module.exports = require('timers/promises')
+} catch (e) {
+  const abortError = () => Object.assign(new Error('The operation was aborted'), { name: 'AbortError', code: 'ABORT_ERR' })
+  const setTimeoutPromise = (ms, value, options) => new Promise((resolve, reject) => {
+    const signal = options && options.signal
+    if (signal && signal.aborted) return reject(abortError())
+    const onAbort = () => {
+      clearTimeout(timer)
+      reject(abortError())
+    }
+    const timer = setTimeout(() => {
+      if (signal) signal.removeEventListener('abort', onAbort)
+      resolve(value)
+    }, ms)
+    if (options && options.ref === false) timer.unref()
+    if (signal) signal.addEventListener('abort', onAbort, { once: true })
+  })
+  module.exports = { setTimeout: setTimeoutPromise }
+}
+`
+
+// Bumped when what prepare() makes changes.
+const COMPAT_REVISION = 2
+
 // Makes the ES2019 copy of the installed `test` package unless it is there
 // already for the same versions. Returns the --require for Node 12.
 function prepare () {
@@ -35,7 +66,7 @@ function prepare () {
   } catch (e) {
     throw new Error('Node 12 needs the typescript package (a dependency of @napi-rs/cli) to compile the test runner: run npm install')
   }
-  const stamp = `test@${require(path.join(source, 'package.json')).version} typescript@${ts.version}\n`
+  const stamp = `test@${require(path.join(source, 'package.json')).version} typescript@${ts.version} r${COMPAT_REVISION}\n`
   const stampFile = path.join(COMPAT, '.compat-stamp')
   if (fs.existsSync(stampFile) && fs.readFileSync(stampFile, 'utf8') === stamp) return PRELOAD
   fs.rmSync(COMPAT, { recursive: true, force: true })
@@ -52,6 +83,9 @@ function prepare () {
     }
     fs.writeFileSync(target, text)
   }
+  const timers = path.join(COMPAT, 'lib', 'timers', 'promises.js')
+  if (!fs.existsSync(timers)) throw new Error(`the test package no longer has ${timers}: check test-compat.js`)
+  fs.writeFileSync(timers, TIMERS_PROMISES)
   fs.writeFileSync(stampFile, stamp)
   return PRELOAD
 }
