@@ -10,7 +10,12 @@
 // --work N spins N iterations inside the critical section (0: just the
 // increment). --lock blog runs the same load on the V8 blog post's lock over
 // native Atomics (benchmark/baselines/blog-lock.js) for comparison.
-// Exits 1 if the counter is wrong or the run overstays its time budget.
+// Then (for this lock) --deaths rounds of owner-death recovery: a worker is
+// terminated while holding the lock with the main thread asleep waiting for
+// it (as the heir, in a 50 ms slice); the
+// time from calling terminate() to the main thread holding the lock.
+// Exits 1 if the counter is wrong, a recovery is not reported as owner-died,
+// or the run overstays its time budget.
 const path = require('path')
 const { Worker, isMainThread, workerData, parentPort } = require('worker_threads')
 const { performance } = require('perf_hooks')
@@ -99,7 +104,7 @@ async function contend (lock, counter, ctl, mode, work) {
 }
 
 function parseArgs (argv) {
-  const o = { workers: 4, seconds: 5, mix: 'mixed', lock: 'ours', work: 0 }
+  const o = { workers: 4, seconds: 5, mix: 'mixed', lock: 'ours', work: 0, deaths: 5 }
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i].replace(/^--/, '')
     if (!(k in o)) throw new Error(`unknown option ${argv[i]}`)
@@ -155,6 +160,33 @@ async function main () {
   console.log(`  counter: ${counter[0]} for ${total} acquisitions: ${exact ? 'exact' : 'WRONG'}` +
     (ownerDied ? `, ${ownerDied} unexpected owner-died` : ''))
   if (!exact) process.exitCode = 1
+  if (o.lock === 'ours' && o.deaths > 0) await recovery(o.deaths)
+}
+
+async function recovery (rounds) {
+  const { AsyncLock } = require(ROOT)
+  const { queueLength } = require(path.join(ROOT, 'lib', 'futex')).internal
+  const times = []
+  for (let i = 0; i < rounds; i++) {
+    const lock = new AsyncLock()
+    const cells = new Int32Array(lock.buffer, lock.byteOffset, 2)
+    const w = new Worker(__filename, { workerData: { role: 'die', buffer: lock.buffer } })
+    await new Promise((resolve) => w.once('message', resolve))
+    const p = lock.lockAsync()
+    // Past its first (1 ms) sleep: registered as the heir, asleep on SLOT
+    // for a full slice.
+    while (Atomics.load(cells, 1) !== 1 || queueLength(cells, 1) === 0) await new Promise((resolve) => setImmediate(resolve))
+    const t0 = performance.now()
+    await w.terminate()
+    const release = await p
+    times.push(performance.now() - t0)
+    if (!release.ownerDied) process.exitCode = 1
+    release()
+  }
+  times.sort((a, b) => a - b)
+  console.log(`  owner-death recovery (${rounds} rounds, terminate() called → lock held): ` +
+    `median ${times[times.length >> 1].toFixed(1)} ms, max ${times[times.length - 1].toFixed(1)} ms` +
+    (process.exitCode ? ' — NOT reported as owner-died' : ', reported as owner-died'))
 }
 
 if (isMainThread) {
@@ -162,6 +194,12 @@ if (isMainThread) {
     console.error(e)
     process.exit(1)
   })
+} else if (workerData.role === 'die') {
+  // Holds the lock until terminated.
+  const { AsyncLock } = require(ROOT)
+  new AsyncLock(workerData.buffer, 0).lock()
+  parentPort.postMessage('held')
+  setInterval(() => {}, 1 << 30)
 } else {
   const d = workerData
   const lock = makeLock(d.lock, d.buffer, 0)

@@ -1,0 +1,303 @@
+// Types of `shared-futex`: the futex core (wait / notify / waitAsync /
+// setKeepAlive) and the synchronisation primitives built on it (AsyncLock,
+// Condition, Semaphore), with their errors. Hand-written; the generated
+// binding's types are in binding.d.ts and are not part of the public API.
+
+// `Symbol.dispose` for TypeScript libs older than ESNext's disposable (as
+// @types/node also declares it); identical to the lib's where both exist.
+declare global {
+  interface SymbolConstructor {
+    readonly dispose: unique symbol
+  }
+}
+
+/** A typed array `wait`, `notify` and `waitAsync` accept. */
+export type WaitableArray = Int32Array | BigInt64Array
+
+/**
+ * Blocks the calling thread while `typedArray[index]` holds `value`, until a
+ * `notify` on that location wakes it or `timeout` ms pass. Exactly the
+ * semantics of `Atomics.wait` (ES2024): returns `'not-equal'` at once if the
+ * value differs, else `'ok'` (notified) or `'timed-out'`. `timeout`:
+ * `undefined`, `NaN` and `Infinity` wait forever. Unlike `Atomics.wait` it is
+ * also allowed on Node's main thread. Waiters of one location, blocking or
+ * async, from every thread, form one FIFO queue.
+ *
+ * @throws {TypeError} not an `Int32Array`/`BigInt64Array` on a `SharedArrayBuffer`, or a value of the wrong kind
+ * @throws {RangeError} `index` out of range
+ */
+export function wait (typedArray: Int32Array, index: number, value: number, timeout?: number): 'ok' | 'not-equal' | 'timed-out'
+export function wait (typedArray: BigInt64Array, index: number, value: bigint, timeout?: number): 'ok' | 'not-equal' | 'timed-out'
+
+/**
+ * Wakes up to `count` waiters (default: all) of `typedArray[index]`, oldest
+ * first, blocking and async alike, in any thread. Returns how many woke. On a
+ * non-shared array returns 0. The semantics of `Atomics.notify`.
+ */
+export function notify (typedArray: WaitableArray, index: number, count?: number): number
+
+/** What `waitAsync` returns. */
+export type WaitAsyncResult =
+  | { async: false; value: 'not-equal' | 'timed-out' }
+  | { async: true; value: Promise<'ok' | 'timed-out'> }
+
+/**
+ * Waits without blocking: `{ async: false, value: 'not-equal' }` if the value
+ * differs, `{ async: false, value: 'timed-out' }` for a zero timeout, else
+ * `{ async: true, value }` with a promise of `'ok'` or `'timed-out'` (never
+ * rejected). The semantics of `Atomics.waitAsync`. Like the native one, a
+ * pending waiter does not keep the process alive unless `setKeepAlive(true)`
+ * was called on this thread before it was created.
+ */
+export function waitAsync (typedArray: Int32Array, index: number, value: number, timeout?: number): WaitAsyncResult
+export function waitAsync (typedArray: BigInt64Array, index: number, value: bigint, timeout?: number): WaitAsyncResult
+
+/**
+ * Sets whether the `waitAsync` waiters this thread creates from now on keep
+ * the event loop alive until they settle. Returns the previous setting
+ * (initially `false`). The lock, condition and semaphore below always keep it
+ * alive while an async acquisition waits.
+ */
+export function setKeepAlive (enabled: boolean): boolean
+
+// --- errors and status values ---------------------------------------------
+
+/** `'acquired'`: the lock was taken normally. */
+export const ACQUIRED: 'acquired'
+/**
+ * `'owner-died'`: the lock was taken, but its previous owner's thread ended
+ * while holding it (like POSIX `EOWNERDEAD`): the data it protects may be
+ * half-updated. Repair it before relying on it.
+ */
+export const OWNER_DIED: 'owner-died'
+/** How an acquisition went. */
+export type LockStatus = typeof ACQUIRED | typeof OWNER_DIED
+
+/** `code` of LockTimeoutError. */
+export const E_TIMEOUT: 'ERR_LOCK_TIMEOUT'
+/** `code` of AbortError (Node's own AbortError uses the same). */
+export const E_ABORTED: 'ABORT_ERR'
+/** `code` of LockOwnershipError. */
+export const E_NOT_OWNER: 'ERR_LOCK_NOT_OWNER'
+/** `code` of DeadlockError. */
+export const E_DEADLOCK: 'ERR_LOCK_DEADLOCK'
+
+/** The timeout passed before the lock or permit was acquired. Nothing is held, nothing stays queued. */
+export class LockTimeoutError extends Error {
+  readonly name: 'LockTimeoutError'
+  readonly code: 'ERR_LOCK_TIMEOUT'
+}
+
+/** The AbortSignal fired first; `cause` is `signal.reason`. Nothing is held, nothing stays queued. */
+export class AbortError extends Error {
+  readonly name: 'AbortError'
+  readonly code: 'ABORT_ERR'
+  readonly cause?: unknown
+}
+
+/** `unlock()` (or `Condition.wait`) by a thread that does not hold the lock. The message names the holder. */
+export class LockOwnershipError extends Error {
+  readonly name: 'LockOwnershipError'
+  readonly code: 'ERR_LOCK_NOT_OWNER'
+}
+
+/** A blocking `lock()` by a thread that already holds the lock, which would never return. */
+export class DeadlockError extends Error {
+  readonly name: 'DeadlockError'
+  readonly code: 'ERR_LOCK_DEADLOCK'
+}
+
+// --- locks -----------------------------------------------------------------
+
+/**
+ * What the `signal` option needs of an AbortSignal (declared structurally,
+ * so the types work without the DOM lib or @types/node).
+ */
+export interface AbortSignalLike {
+  readonly aborted: boolean
+  readonly reason?: unknown
+  addEventListener (type: 'abort', listener: () => void): void
+  removeEventListener (type: 'abort', listener: () => void): void
+}
+
+/** Options of the async acquisitions. */
+export interface AcquireOptions {
+  /** Give up after this many ms with a LockTimeoutError (≥ 0; default: forever; 0: try once). */
+  timeout?: number
+  /** Give up when it fires, with an AbortError. */
+  signal?: AbortSignalLike
+}
+
+/**
+ * Releases what an async acquisition got. Calling it again does nothing, so
+ * it is safe in `finally` blocks; `[Symbol.dispose]` is the same function, so
+ * `using release = await lock.lockAsync()` works.
+ */
+export interface Release {
+  (): void
+  [Symbol.dispose] (): void
+}
+
+/** The release function of an AsyncLock acquisition. */
+export interface LockRelease extends Release {
+  /** The previous owner died holding the lock (see OWNER_DIED). */
+  readonly ownerDied: boolean
+}
+
+/** What runExclusive / executeLocked pass to their callback. */
+export interface LockInfo {
+  /** The previous owner died holding the lock (see OWNER_DIED). */
+  ownerDied: boolean
+}
+
+/**
+ * A mutex in 8 bytes of a SharedArrayBuffer, shared by the main thread and
+ * every worker: build a copy in another thread with
+ * `new AsyncLock(lock.buffer, lock.byteOffset)` (send both through
+ * postMessage or workerData); all copies are the same lock.
+ *
+ * Ownership is per thread: the thread that acquired the lock is its owner
+ * and only it may unlock. Uncontended lock and unlock are one
+ * compareExchange each, in JavaScript. A waiter that has waited over 1 ms
+ * gets the lock handed to it directly by the next unlock. When the owner's
+ * thread ends while holding the lock, the next acquirer gets it (within about
+ * 50 ms) and is told (OWNER_DIED / `ownerDied`).
+ */
+export class AsyncLock {
+  /** Bytes one lock takes in a buffer (8). */
+  static readonly BYTES: number
+  static readonly ACQUIRED: 'acquired'
+  static readonly OWNER_DIED: 'owner-died'
+
+  /**
+   * @param buffer where the lock lives (a fresh one if omitted); its bytes
+   *   must start zeroed (unlocked) the first time
+   * @param byteOffset a multiple of 4, with 8 bytes room (default 0)
+   * @throws {TypeError} not a SharedArrayBuffer, or a non-number offset
+   * @throws {RangeError} an unaligned, negative or out-of-range offset
+   */
+  constructor (buffer?: SharedArrayBuffer, byteOffset?: number)
+
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  /** Whether some thread holds the lock now (a snapshot). */
+  readonly isLocked: boolean
+
+  /**
+   * Blocks until the lock is acquired (workers; also Node's main thread).
+   * @param timeout ms (≥ 0, default forever)
+   * @returns ACQUIRED, or OWNER_DIED when the previous owner died holding it
+   * @throws {DeadlockError} this thread already holds the lock
+   * @throws {LockTimeoutError} not acquired within `timeout`
+   */
+  lock (timeout?: number): LockStatus
+
+  /** Acquires if free (or held by a dead thread) without waiting; `false` if held. */
+  tryLock (): LockStatus | false
+
+  /**
+   * Releases the lock held by this thread, waking a waiter only if one may
+   * be waiting.
+   * @throws {LockOwnershipError} this thread does not hold the lock
+   */
+  unlock (): void
+
+  /**
+   * Acquires without blocking the thread. Resolves with the release
+   * function; rejects with LockTimeoutError or AbortError, leaving nothing
+   * held or queued. The pending acquisition keeps the process alive. Another
+   * async task of the thread that holds the lock waits like anyone else.
+   */
+  lockAsync (options?: AcquireOptions): Promise<LockRelease>
+
+  /**
+   * Runs `fn` holding the lock and resolves with its result (awaited if it is
+   * a promise); releases the lock however `fn` ends.
+   */
+  runExclusive<T> (fn: (info: LockInfo) => T | PromiseLike<T>, options?: AcquireOptions): Promise<T>
+
+  /** The V8 blog's executeLocked: the same as runExclusive. */
+  executeLocked<T> (fn: (info: LockInfo) => T | PromiseLike<T>, options?: AcquireOptions): Promise<T>
+}
+
+/**
+ * A condition variable for an AsyncLock, in 8 bytes of a SharedArrayBuffer
+ * (rebuild copies with `new Condition(cond.buffer, cond.byteOffset)`).
+ * `wait` may return without a notification: wait in a loop on your
+ * predicate. It always returns holding the lock again.
+ */
+export class Condition {
+  /** Bytes one condition takes in a buffer (8). */
+  static readonly BYTES: number
+
+  /** @param byteOffset a multiple of 4, with 8 bytes room (default 0) */
+  constructor (buffer?: SharedArrayBuffer, byteOffset?: number)
+
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+
+  /**
+   * Blocking: releases `lock` (held by this thread), sleeps until notified or
+   * `timeout` ms pass, takes `lock` back.
+   * @returns `'ok'`, `'timed-out'`, or `'owner-died'` if taking the lock back
+   *   found its previous owner dead
+   * @throws {LockOwnershipError} this thread does not hold `lock`
+   */
+  wait (lock: AsyncLock, timeout?: number): 'ok' | 'timed-out' | 'owner-died'
+
+  /**
+   * Like wait, without blocking; settles only once the lock is held again,
+   * also when it rejects with AbortError.
+   */
+  waitAsync (lock: AsyncLock, options?: AcquireOptions): Promise<'ok' | 'timed-out' | 'owner-died'>
+
+  /** Wakes the oldest waiter; returns how many woke (0 or 1). */
+  notifyOne (): number
+
+  /** Wakes every waiter; returns how many woke. */
+  notifyAll (): number
+}
+
+/**
+ * A counting semaphore in 8 bytes of a SharedArrayBuffer. Permits have no
+ * owner: any thread may release, and permits of a thread that dies are not
+ * given back.
+ */
+export class Semaphore {
+  /** Bytes one semaphore takes in a buffer (8). */
+  static readonly BYTES: number
+
+  /** A semaphore with `permits` permits in a fresh buffer. */
+  constructor (permits: number)
+  /**
+   * A semaphore at `byteOffset` of `buffer`. Pass `permits` only where it is
+   * created; copies rebuilt in other threads attach to the same count.
+   */
+  constructor (buffer: SharedArrayBuffer, byteOffset?: number, permits?: number)
+
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  /** Permits available now (a snapshot). */
+  readonly value: number
+
+  /**
+   * Blocks until a permit is taken.
+   * @throws {LockTimeoutError} none within `timeout` ms
+   */
+  acquire (timeout?: number): void
+
+  /** Takes a permit if one is available now. */
+  tryAcquire (): boolean
+
+  /**
+   * Gives back `permits` (default 1) and wakes as many waiters.
+   * @throws {RangeError} the count would exceed 2^31 − 1
+   */
+  release (permits?: number): void
+
+  /** Resolves with a function that gives the permit back; rejects with LockTimeoutError or AbortError. */
+  acquireAsync (options?: AcquireOptions): Promise<Release>
+
+  /** Runs `fn` holding a permit; resolves with its result; always gives the permit back. */
+  runExclusive<T> (fn: () => T | PromiseLike<T>, options?: AcquireOptions): Promise<T>
+}
