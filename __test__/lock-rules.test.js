@@ -198,6 +198,17 @@ describe('AsyncLock: ownership', () => {
     await assert.rejects(lock.runExclusive(() => { throw new URIError('x') }), URIError)
     assert.strictEqual(lock.isLocked, false)
   })
+
+  test('runExclusive never calls back synchronously, but holds the lock from the call on when it is free', async () => {
+    const lock = new AsyncLock()
+    let ran = false
+    const p = lock.runExclusive(() => { ran = true })
+    assert.strictEqual(ran, false)
+    assert.strictEqual(lock.isLocked, true)
+    await p
+    assert.strictEqual(ran, true)
+    assert.strictEqual(lock.isLocked, false)
+  })
 })
 
 describe('AsyncLock: timeouts and abort leave the queue', () => {

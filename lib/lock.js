@@ -250,6 +250,13 @@ function lockBlocking (ta, timeout) {
   return r
 }
 
+// The async fast path: ACQUIRED if the lock was free (and the signal has not
+// fired), else null.
+function acquireNow (ta, opts) {
+  if (opts.signal !== undefined && opts.signal.aborted) return null
+  return Atomics.compareExchange(ta, WORD, 0, LOCKED_BY_ME) === 0 ? ACQUIRED : null
+}
+
 // Resolves with ACQUIRED or OWNER_DIED; rejects with LockTimeoutError or
 // AbortError, in which case nothing is held and nothing is queued.
 function acquireAsync (ta, opts, what) {
@@ -379,6 +386,7 @@ class AsyncLock {
       return Promise.reject(e)
     }
     const ta = this[VIEW]
+    if (acquireNow(ta, opts) !== null) return Promise.resolve(releaser(ta, ACQUIRED))
     return acquireAsync(ta, opts, 'AsyncLock.lockAsync').then((status) => releaser(ta, status))
   }
 
@@ -393,6 +401,12 @@ class AsyncLock {
   }
 }
 
+const RESOLVED = Promise.resolve()
+const INFO_OK = Object.freeze({ ownerDied: false })
+const INFO_OWNER_DIED = Object.freeze({ ownerDied: true })
+
+// runExclusive: fn runs after the call returns (never synchronously inside
+// it), holding the lock, which is released however fn ends.
 function exclusive (ta, fn, options, what) {
   let opts
   try {
@@ -401,20 +415,26 @@ function exclusive (ta, fn, options, what) {
   } catch (e) {
     return Promise.reject(e)
   }
-  return acquireAsync(ta, opts, what).then((status) => {
-    const info = { ownerDied: status === OWNER_DIED }
-    let result
-    try {
-      result = fn(info)
-    } catch (e) {
-      release(ta)
-      throw e
-    }
-    return Promise.resolve(result).then(
-      (value) => { release(ta); return value },
-      (e) => { release(ta); throw e }
-    )
-  })
+  if (acquireNow(ta, opts) !== null) return RESOLVED.then(() => runHeld(ta, fn, ACQUIRED))
+  return acquireAsync(ta, opts, what).then((status) => runHeld(ta, fn, status))
+}
+
+function runHeld (ta, fn, status) {
+  let result
+  try {
+    result = fn(status === OWNER_DIED ? INFO_OWNER_DIED : INFO_OK)
+  } catch (e) {
+    release(ta)
+    throw e
+  }
+  if (result === null || (typeof result !== 'object' && typeof result !== 'function') || typeof result.then !== 'function') {
+    release(ta)
+    return result
+  }
+  return Promise.resolve(result).then(
+    (value) => { release(ta); return value },
+    (e) => { release(ta); throw e }
+  )
 }
 
 AsyncLock.BYTES = 8

@@ -55,9 +55,11 @@ function timeoutOf (what, timeout) {
   return timeout
 }
 
+const NO_OPTIONS = Object.freeze({ timeout: Infinity, signal: undefined })
+
 // { timeout, signal } of the async methods.
 function asyncOptions (what, options) {
-  if (options === undefined || options === null) return { timeout: Infinity, signal: undefined }
+  if (options === undefined || options === null) return NO_OPTIONS
   if (typeof options !== 'object') {
     throw new TypeError(`${what}: options must be an object, got ${show(options)}`)
   }
