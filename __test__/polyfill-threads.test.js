@@ -26,8 +26,8 @@ for (const mode of modes()) {
   // Whether the fixtures run on the polyfill (else on native Atomics).
   const active = mode === 'force' || !NATIVE
   const label = `${mode}: ${active ? 'polyfill' : 'native Atomics'}`
-
   const t = (name, fn) => test(`polyfill across threads (${label}): ${name}`, fn)
+
   t('sync and async waiters share one FIFO queue', async () => {
     const { result } = await fixture([THREADS, 'fifo', mode])
     assert.strictEqual(result.active, active)
