@@ -244,6 +244,7 @@ module.exports = {
     toIndex,
     toValue,
     toTimeout,
+    toCount,
     prepareAsync,
     waitAsyncConverted,
     enqueueAsync,

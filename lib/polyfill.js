@@ -32,21 +32,11 @@ const path = require('path')
 const workerThreads = require('worker_threads')
 const futex = require('./futex')
 
-const { validate, toIndex } = futex.internal
+const { validate, toIndex, toCount } = futex.internal
 
 // The preload scripts a worker is started with: one per `force` setting.
 const PRELOAD = path.join(__dirname, 'polyfill-preload.js')
 const PRELOAD_FORCE = path.join(__dirname, 'polyfill-preload-force.js')
-
-// Atomics.notify's count: undefined is all, else ToIntegerOrInfinity, at
-// least 0. (The same rule as the module's notify, which gets the converted
-// number and so runs no user code a second time.)
-function toCount (count) {
-  if (count === undefined) return Infinity
-  const c = +count
-  if (c !== c || c <= 0) return 0
-  return c === Infinity ? Infinity : Math.trunc(c)
-}
 
 // The installed functions. Method syntax: like the built-ins they are not
 // constructors, and their `name` and `length` are those of the built-ins.
