@@ -3,7 +3,7 @@
 //   node --expose-gc many-waiters.js <impl> <n>
 // Queues n waitAsync on one address, then notifies all from this thread.
 // Prints one JSON line:
-//   { heapPerWaiter, rssPerWaiter, createColdMs, createMs, settleMs }
+//   { heapPerWaiter, rssPerWaiter, createColdMs, createMs, settleMs, ownCpuMs }
 //
 // Two passes. The first runs in a process that has queued only a small
 // warm-up batch: its memory figures are not flattered by pages an earlier,
@@ -14,6 +14,7 @@
 
 const { performance } = require('perf_hooks')
 const { futex } = require('../lib/impl')
+const { ownCpuMs } = require('../lib/child')
 
 const [impl, nArg] = process.argv.slice(2)
 const n = Number(nArg)
@@ -71,7 +72,8 @@ async function main () {
     rssPerWaiter: cold.rssPerWaiter,
     createColdMs: cold.createMs,
     createMs: warm.createMs,
-    settleMs: warm.settleMs
+    settleMs: warm.settleMs,
+    ownCpuMs: ownCpuMs()
   }) + '\n')
 }
 

@@ -5,7 +5,7 @@
 // (baselines/helper-pool.js), and as references on a Node that has
 // Atomics.waitAsync: 'ours' (shared-futex's waitAsync) and 'native'.
 // Prints one JSON line:
-//   { latencyUs: median notify → continuation, p90Us, samples }
+//   { latencyUs: median notify → continuation, p90Us, samples, ownCpuMs }
 //
 // The main thread arms a waitAsync, tells a worker it is armed, and awaits;
 // the worker sleeps 0.2 ms (so the waiter is really asleep, for either
@@ -17,6 +17,7 @@
 const path = require('path')
 const { Worker } = require('worker_threads')
 const { ROOT } = require('../lib/impl')
+const { ownCpuMs } = require('../lib/child')
 
 const [impl, warmArg, msArg] = process.argv.slice(2)
 const warmMs = Number(warmArg)
@@ -100,7 +101,8 @@ async function main () {
   process.stdout.write(JSON.stringify({
     latencyUs: quantile(samples, 0.5),
     p90Us: quantile(samples, 0.9),
-    samples: samples.length
+    samples: samples.length,
+    ownCpuMs: ownCpuMs()
   }) + '\n')
 }
 

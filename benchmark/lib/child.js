@@ -1,8 +1,12 @@
 'use strict'
 // Runs one measurement in a fresh Node process and returns the JSON object
 // it prints as its last line of output. The child is killed if it overruns.
+// Children add their own CPU time to their result line (`ownCpuMs`), which is
+// summed here so that lib/machine.js does not count it as another process's.
 
 const { execFile } = require('child_process')
+
+let childrenCpuMs = 0
 
 function runChild (node, args, { timeoutMs = 60000, cwd } = {}) {
   return new Promise((resolve, reject) => {
@@ -13,13 +17,28 @@ function runChild (node, args, { timeoutMs = 60000, cwd } = {}) {
         return
       }
       const lines = stdout.trim().split('\n')
+      let result
       try {
-        resolve(JSON.parse(lines[lines.length - 1]))
+        result = JSON.parse(lines[lines.length - 1])
       } catch (e) {
         reject(new Error(`${args.join(' ')}: no result line\n${stdout}\n${stderr}`))
+        return
       }
+      if (typeof result.ownCpuMs === 'number') childrenCpuMs += result.ownCpuMs
+      resolve(result)
     })
   })
 }
 
-module.exports = { runChild }
+// CPU time (ms) used so far by the children that reported it.
+function childrenCpu () {
+  return childrenCpuMs
+}
+
+// For a child's result line: its own CPU time so far, in ms.
+function ownCpuMs () {
+  const u = process.cpuUsage()
+  return (u.user + u.system) / 1000
+}
+
+module.exports = { runChild, childrenCpu, ownCpuMs }

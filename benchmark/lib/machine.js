@@ -7,6 +7,7 @@ const path = require('path')
 const crypto = require('crypto')
 const { execFileSync } = require('child_process')
 const { ROOT } = require('./impl')
+const { childrenCpu } = require('./child')
 
 function git (args) {
   try {
@@ -31,9 +32,9 @@ function load () {
 }
 
 // CPU time used by everything on the machine (from /proc/stat, Linux) and by
-// this process, in seconds: two readings give how busy *other* processes
-// kept the machine meanwhile (child processes of the benchmark count as
-// other; they are short). Null where /proc/stat does not exist.
+// this process and its measurement children, in seconds: two readings give
+// how busy *other* processes kept the machine meanwhile. Null where
+// /proc/stat does not exist.
 function cpuClock () {
   let busy = null
   try {
@@ -42,7 +43,7 @@ function cpuClock () {
     busy = (fields.reduce((a, b) => a + b, 0) - fields[3] - (fields[4] || 0)) / 100 // USER_HZ is 100 on Linux
   } catch {}
   const own = process.cpuUsage()
-  return { at: Date.now(), busy, own: (own.user + own.system) / 1e6 }
+  return { at: Date.now(), busy, own: (own.user + own.system) / 1e6 + childrenCpu() / 1000 }
 }
 
 // Share (0..1) of the machine's CPUs used by other processes between two readings.
