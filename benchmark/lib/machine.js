@@ -55,6 +55,19 @@ function othersShare (a, b) {
   return Math.max(0, Math.round((others / (wall * os.cpus().length)) * 100) / 100)
 }
 
+// The CPUs this process may run on (Linux), e.g. "0" under `taskset -c 0`;
+// null if unknown or all of them.
+function cpusAllowed () {
+  try {
+    const m = /^Cpus_allowed_list:\s*(\S+)/m.exec(fs.readFileSync('/proc/self/status', 'utf8'))
+    if (!m) return null
+    const all = os.cpus().length === 1 ? '0' : `0-${os.cpus().length - 1}`
+    return m[1] === all ? null : m[1]
+  } catch {
+    return null
+  }
+}
+
 function machine () {
   const cpus = os.cpus()
   const commit = git(['rev-parse', '--short', 'HEAD'])
@@ -68,13 +81,15 @@ function machine () {
     v8: process.versions.v8,
     commit: commit ? commit + (dirty ? ' (modified)' : '') : null,
     addon: addon(),
+    cpusAllowed: cpusAllowed(),
     loadAtStart: load()
   }
 }
 
 function describe (m) {
   return `${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}, Node ${m.node}` +
-    (m.commit ? `, commit ${m.commit}` : '')
+    (m.commit ? `, commit ${m.commit}` : '') +
+    (m.cpusAllowed ? `; every thread on CPU ${m.cpusAllowed} only` : '')
 }
 
 module.exports = { machine, describe, load, cpuClock, othersShare }
