@@ -20,8 +20,14 @@ const STOP = 2
 // trips completed from `from` on; then stops the partner.
 // Returns { count, elapsedMs, cpuMs } of the counted part; cpuMs is the CPU
 // time the whole process (every thread) used meanwhile: spinning shows there.
-function ping (f, cells, at, from, to) {
-  const { wait, notify } = f
+//
+// `timeout` bounds each wait: the main thread passes one, because nothing
+// could interrupt it if its partner died (a worker is terminated instead).
+function ping (f, cells, at, from, to, timeout = Infinity) {
+  const { notify } = f
+  const wait = timeout === Infinity ? f.wait : (ta, i, v) => {
+    if (f.wait(ta, i, v, timeout) === 'timed-out') throw new Error(`no answer within ${timeout} ms`)
+  }
   let count = 0
   let t = now()
   while (t < from) {

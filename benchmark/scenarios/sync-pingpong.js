@@ -33,7 +33,7 @@ async function mainToWorker (impl, { warmMs, ms }) {
     async (ctl) => {
       go(ctl, warmMs)
       const from = startTime(ctl)
-      return ping(f, c, 0, from, from + ms)
+      return ping(f, c, 0, from, from + ms, 10000)
     }
   )
   return { rate: r.count / (r.elapsedMs / 1000), cpuUs: (r.cpuMs * 1000) / r.count }
