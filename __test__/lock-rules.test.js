@@ -199,14 +199,14 @@ describe('AsyncLock: ownership', () => {
     assert.strictEqual(lock.isLocked, false)
   })
 
-  test('runExclusive never calls back synchronously, but holds the lock from the call on when it is free', async () => {
+  test('runExclusive never calls back synchronously, and holds the lock only while the callback runs', async () => {
     const lock = new AsyncLock()
-    let ran = false
-    const p = lock.runExclusive(() => { ran = true })
-    assert.strictEqual(ran, false)
-    assert.strictEqual(lock.isLocked, true)
+    let heldInside = null
+    const p = lock.runExclusive(() => { heldInside = lock.isLocked })
+    assert.strictEqual(heldInside, null)
+    assert.strictEqual(lock.isLocked, false)
     await p
-    assert.strictEqual(ran, true)
+    assert.strictEqual(heldInside, true)
     assert.strictEqual(lock.isLocked, false)
   })
 })
