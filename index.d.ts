@@ -212,7 +212,9 @@ export class AsyncLock {
 
   /**
    * Runs `fn` holding the lock and resolves with its result (awaited if it is
-   * a promise); releases the lock however `fn` ends.
+   * a promise); releases the lock however `fn` ends. `fn` never runs inside
+   * the call: the lock is asked for one microtask later, and `fn` runs in the
+   * turn it is taken.
    */
   runExclusive<T> (fn: (info: LockInfo) => T | PromiseLike<T>, options?: AcquireOptions): Promise<T>
 
