@@ -113,6 +113,7 @@ for (const style of styles) {
         assert.strictEqual(shared[0], 5 * M)
         assert.strictEqual(lock.isLocked, false)
         assert.strictEqual(waiters(lock), 0)
+        assert.strictEqual(cells(lock)[1], 0, 'no heir, handoff or reservation left in SLOT')
       } finally {
         await Promise.all(workers.map((w) => w.terminate()))
       }

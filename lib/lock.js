@@ -28,6 +28,8 @@
 //   h                       thread h's heir is waiting on SLOT for a handoff
 //   h | CLAIMING            an unlocker is handing the lock to h (writing WORD)
 //   h | GRANTED             WORD says h; h's heir clears SLOT when it runs
+//   RESERVED (CLAIMING, h 0) an unlock woke a waiter of WORD: only a woken
+//                           waiter may register (it is the oldest)
 //
 // Each thread knows which of its acquisitions registered (at most one per
 // thread: the registration is a compareExchange from 0).
@@ -53,6 +55,7 @@ const C = 1
 const ID_MASK = 0x3fffffff
 const CLAIMING = 0x40000000
 const GRANTED = 0x80000000 | 0
+const RESERVED = CLAIMING // with no thread id: for the waiter an unlock just woke
 
 // This thread's identity in WORD and SLOT.
 const ME = threadId + 1
@@ -104,8 +107,9 @@ function * contended (ta, deadline, ctx, blocking) {
       }
     }
     heir = false
-    // A wake-up we took but will not use goes to the next waiter.
-    if (woken) notify(ta, WORD, 1)
+    // A wake-up we took but will not use goes to the next waiter, and with
+    // it the reservation of SLOT, unless nobody is left to take it.
+    if (woken && notify(ta, WORD, 1) === 0) Atomics.compareExchange(ta, SLOT, RESERVED, 0)
     return true
   }
 
@@ -149,6 +153,7 @@ function * contended (ta, deadline, ctx, blocking) {
     if (w === 0) {
       if (Atomics.compareExchange(ta, WORD, 0, LOCKED_BY_ME | C) === 0) {
         if (heir) Atomics.compareExchange(ta, SLOT, ME, 0)
+        else if (woken) Atomics.compareExchange(ta, SLOT, RESERVED, 0)
         return ACQUIRED
       }
       continue
@@ -178,9 +183,20 @@ function * contended (ta, deadline, ctx, blocking) {
     // 5. After waiting long enough, register as the heir, then look at WORD
     //    again: an unlock that ran before the registration released the lock
     //    the ordinary way, and one that runs after it will hand it to us.
-    if (!heir && now() - start >= HANDOFF_AFTER && Atomics.compareExchange(ta, SLOT, 0, ME) === 0) {
-      heir = true
-      continue
+    //    An unlock that wakes a waiter reserves SLOT for it: only a waiter
+    //    woken by a notify may take a reservation, so the head of the queue
+    //    is not beaten to SLOT by waiters that are quicker to wake (timers,
+    //    threads already running). Too young to register, it gives it up.
+    if (!heir) {
+      const s = Atomics.load(ta, SLOT)
+      const old = now() - start >= HANDOFF_AFTER
+      if (s === 0 || (s === RESERVED && woken)) {
+        if (old && Atomics.compareExchange(ta, SLOT, s, ME) === s) {
+          heir = true
+          continue
+        }
+        if (s === RESERVED) Atomics.compareExchange(ta, SLOT, RESERVED, 0)
+      }
     }
 
     // 6. Sleep for at most a slice, or until the deadline. A waiter that is
@@ -330,8 +346,10 @@ function releaseContended (ta) {
     }
     Atomics.store(ta, WORD, 0)
     // One waiter is enough: it sets C again when it takes the lock or goes
-    // back to sleep, so the next unlock wakes the next waiter.
-    notify(ta, WORD, 1)
+    // back to sleep, so the next unlock wakes the next waiter. SLOT is
+    // reserved for it first (see contended, step 5), and freed if nobody woke.
+    const reserved = (s === 0 || s === RESERVED) && Atomics.compareExchange(ta, SLOT, s, RESERVED) === s
+    if (notify(ta, WORD, 1) === 0 && reserved) Atomics.compareExchange(ta, SLOT, RESERVED, 0)
     // A heir that registered after we looked at SLOT may be asleep on it,
     // having seen the lock still held: evict it, so it looks again.
     const s2 = Atomics.load(ta, SLOT)
