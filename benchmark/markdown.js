@@ -1,6 +1,9 @@
 'use strict'
-// Prints a run's results as Markdown tables (for docs/benchmarks.md):
-//   node benchmark/markdown.js [results/full.json]
+// A run's results as Markdown (for docs/benchmarks.md):
+//   node benchmark/markdown.js [results/full.json]      print them
+//   node benchmark/markdown.js --update docs/benchmarks.md
+//     rewrite the blocks between <!-- bench:NAME --> and <!-- /bench:NAME -->
+//     with results/NAME.json (e.g. bench:full, bench:full-one-cpu)
 
 const fs = require('fs')
 const path = require('path')
@@ -11,6 +14,22 @@ function row (cells) {
   return `| ${cells.join(' | ')} |`
 }
 
+// Which targets the run met and missed, in one paragraph.
+function verdict (run) {
+  const met = []
+  const missed = []
+  for (const s of run.scenarios) {
+    for (const x of s.comparisons) {
+      if (x.met == null) continue
+      const c = s.cases.find((k) => k.id === x.case)
+      const metric = c.metrics.find((k) => k.name === x.metric)
+      const what = `${s.id}. ${c.label}, ${metric.label}: ${ratio(x.value)} (target ${x.op === '>=' ? '≥' : '≤'} ${x.target}×)`
+      ;(x.met ? met : missed).push(what)
+    }
+  }
+  return `Targets met (${met.length}): ${met.join('; ') || 'none'}.\n\nMissed (${missed.length}): ${missed.join('; ') || 'none'}.`
+}
+
 function render (run) {
   const out = []
   const m = run.machine
@@ -18,7 +37,9 @@ function render (run) {
   const others = m.othersCpuShare == null ? '' : ` Other processes used ${Math.round(m.othersCpuShare * 100)}% of the CPUs during the run.`
   out.push(`Run: ${run.date.slice(0, 16).replace('T', ' ')} UTC, ${run.options.mode}, ${run.options.rounds} rounds of ${run.options.ms} ms per figure, ${run.durationS} s in all.${others}`)
   out.push('')
-  out.push('Ratios (between the medians; in brackets the range of the per-round ratios):')
+  out.push(verdict(run))
+  out.push('')
+  out.push('Ratios (between the medians; "rounds" is the range of the per-round ratios):')
   out.push('')
   out.push(row(['scenario', 'case', 'figure', 'ratio', 'value', 'rounds', 'target', 'met']))
   out.push(row(['---', '---', '---', '---', '---:', '---', '---', '---']))
@@ -33,7 +54,7 @@ function render (run) {
     }
   }
   out.push('')
-  out.push('Absolute figures (median, and min–max of the rounds):')
+  out.push('<details><summary>Absolute figures (median, and min–max of the rounds)</summary>')
   out.push('')
   out.push(row(['scenario', 'case', 'figure', 'implementation', 'median', 'min–max']))
   out.push(row(['---', '---', '---', '---', '---:', '---']))
@@ -49,12 +70,28 @@ function render (run) {
       }
     }
   }
+  out.push('')
+  out.push('</details>')
   return out.join('\n') + '\n'
 }
 
-if (require.main === module) {
-  const input = path.resolve(process.argv[2] || path.join(__dirname, 'results', 'full.json'))
-  process.stdout.write(render(JSON.parse(fs.readFileSync(input, 'utf8'))))
+// Replaces every <!-- bench:NAME --> … <!-- /bench:NAME --> block of `file`.
+function update (file) {
+  const text = fs.readFileSync(file, 'utf8')
+  const next = text.replace(/<!-- bench:([\w-]+) -->[\s\S]*?<!-- \/bench:\1 -->/g, (_, name) => {
+    const run = JSON.parse(fs.readFileSync(path.join(__dirname, 'results', `${name}.json`), 'utf8'))
+    return `<!-- bench:${name} -->\n${render(run)}<!-- /bench:${name} -->`
+  })
+  fs.writeFileSync(file, next)
 }
 
-module.exports = { render }
+if (require.main === module) {
+  if (process.argv[2] === '--update') {
+    update(path.resolve(process.argv[3]))
+  } else {
+    const input = path.resolve(process.argv[2] || path.join(__dirname, 'results', 'full.json'))
+    process.stdout.write(render(JSON.parse(fs.readFileSync(input, 'utf8'))))
+  }
+}
+
+module.exports = { render, verdict, update }
