@@ -10,19 +10,28 @@
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 /**
- * Takes a queued async waiter back out (abort). True if it was still queued;
- * then no outcome will ever be delivered for it.
+ * Takes a queued async waiter of this thread back out (abort): the one
+ * `lastWaiter` described as `[seq, slot]`. True if it was still queued; its
+ * promise then settles with 'cancelled' and it consumed no wake-up. False if
+ * its outcome was already decided.
  */
-export declare function cancelAsync(ta: unknown, index: number, token: number): boolean
+export declare function cancelAsync(ta: unknown, index: number, seq: number, slot: number): boolean
 
 /**
  * Creates this thread's resolver (its one threadsafe function) around
- * `settle(tokens: Float64Array)`. Idempotent.
+ * `idle()`, called whenever the thread's last pending waiter has settled.
+ * Idempotent.
  */
-export declare function initAsync(settle: unknown): void
+export declare function initAsync(idle: unknown): void
 
 /** Whether the thread `thread_id` registered and has not been torn down. */
 export declare function isThreadAlive(threadId: number): boolean
+
+/**
+ * This thread's most recent queued async waiter, as `[seq, slot]`, for
+ * `cancelAsync` (read right after `waitAsync` returned a promise).
+ */
+export declare function lastWaiter(): Array<number>
 
 /** Wakes up to `count` waiters of `ta[index]` (`Infinity`: all); returns how many woke. */
 export declare function notify(ta: unknown, index: number, count: number): number
@@ -33,16 +42,14 @@ export declare function queueLength(ta: unknown, index: number): number
 /** Records that thread `thread_id` is alive until its env is torn down. */
 export declare function registerThread(threadId: number): void
 
-/** Whether this thread's pending async waiters keep the event loop alive. */
-export declare function setRef(keepAlive: boolean): void
-
 /** Blocking wait on `ta[index]`. Returns 0 'ok', 1 'not-equal', 2 'timed-out'. */
 export declare function wait(ta: unknown, index: number, value: unknown, timeout: number): number
 
 /**
- * Queues an async waiter on `ta[index]` for this thread. Returns 0 if the
- * value differs ('not-equal'), otherwise the waiter's token, later passed to
- * the `settle` callback given to `initAsync`. The caller (JS) keeps `ta`
- * alive until the token is settled or cancelled.
+ * Queues an async waiter on `ta[index]` for this thread. Returns `null` if
+ * the value differs ('not-equal'), otherwise the waiter's promise of 'ok' or
+ * 'timed-out'. With `keepAlive`, the thread's event loop stays alive until
+ * the promise settles. The caller (JS) keeps `ta` alive until this thread
+ * has no pending waiter left (the `idle` callback given to `initAsync`).
  */
-export declare function waitAsync(ta: unknown, index: number, value: unknown, timeout: number): number
+export declare function waitAsync(ta: unknown, index: number, value: unknown, timeout: number, keepAlive: boolean): Promise<'ok' | 'timed-out'> | null

@@ -112,64 +112,42 @@ function validateShared (ta) {
 
 // --- async waiters of this thread -----------------------------------------
 
-// Promises of this thread's queued async waiters, by native token: plain ones
-// (the event loop may exit while they are pending, as with native waitAsync)
-// and keep-alive ones (the threadsafe function is ref'd while there are any).
-const pending = new Map()
-const pendingRef = new Map()
-// Typed arrays with queued waiters of this thread: holding them keeps their
-// SharedArrayBuffer (and so the queued addresses) alive. Cleared whenever no
-// waiter is left.
+// The promises of queued waiters are created and settled natively (see
+// src/promises.rs). What JS keeps: the typed arrays of this thread's pending
+// waiters, so that their SharedArrayBuffers (and so the queued addresses)
+// stay alive. Cleared whenever the thread has no pending waiter left.
 const live = new Set()
 let keepAliveDefault = false
 let initialized = false
 
-function release (token) {
-  if (pending.delete(token)) return
-  pendingRef.delete(token)
-  if (pendingRef.size === 0) binding.setRef(false)
-}
-
-function settle (tokens) {
-  for (let i = 0; i < tokens.length; i++) {
-    const t = tokens[i]
-    const token = t > 0 ? t : -t
-    const resolve = pending.get(token) || pendingRef.get(token)
-    if (resolve === undefined) continue
-    release(token)
-    resolve(t > 0 ? 'ok' : 'timed-out')
-  }
-  if (pending.size === 0 && pendingRef.size === 0) live.clear()
+function idle () {
+  live.clear()
 }
 
 // Queues an async waiter whose arguments are already converted. Returns
 // 'not-equal', or { token, promise } with a promise of 'ok' | 'timed-out'.
+// With `keepAlive` the event loop stays alive until the promise settles.
 function enqueueAsync (ta, index, value, timeout, keepAlive) {
-  if (!initialized) {
-    binding.initAsync(settle)
-    initialized = true
-  }
-  const token = binding.waitAsync(ta, index, value, timeout)
-  if (token === 0) return 'not-equal'
-  let resolve
-  const promise = new Promise((r) => { resolve = r })
-  if (keepAlive) {
-    if (pendingRef.size === 0) binding.setRef(true)
-    pendingRef.set(token, resolve)
-  } else {
-    pending.set(token, resolve)
-  }
-  live.add(ta)
-  return { token, promise }
+  const promise = queue(ta, index, value, timeout, keepAlive)
+  if (promise === null) return 'not-equal'
+  return { token: binding.lastWaiter(), promise }
 }
 
-// Takes a queued waiter back out. True if it had not settled yet: its promise
-// then never settles (the caller resolves its own outcome).
+function queue (ta, index, value, timeout, keepAlive) {
+  if (!initialized) {
+    binding.initAsync(idle)
+    initialized = true
+  }
+  const promise = binding.waitAsync(ta, index, value, timeout, keepAlive)
+  if (promise !== null) live.add(ta)
+  return promise
+}
+
+// Takes a queued waiter back out (`token` as enqueueAsync returned it). True
+// if it had not been woken or timed out yet: it consumed no wake-up, and its
+// promise settles with 'cancelled'.
 function cancelAsync (ta, index, token) {
-  if (!binding.cancelAsync(ta, index, token)) return false
-  release(token)
-  if (pending.size === 0 && pendingRef.size === 0) live.clear()
-  return true
+  return binding.cancelAsync(ta, index, token[0], token[1])
 }
 
 // Converts waitAsync's arguments; returns either a synchronous result string
@@ -214,9 +192,9 @@ function waitAsyncConverted (ta, i, v, t, keepAlive) {
   if (t === 0) {
     return { async: false, value: Atomics.load(ta, i) === v ? 'timed-out' : 'not-equal' }
   }
-  const r = enqueueAsync(ta, i, v, t, keepAlive)
-  if (r === 'not-equal') return { async: false, value: 'not-equal' }
-  return { async: true, value: r.promise }
+  const promise = queue(ta, i, v, t, keepAlive)
+  if (promise === null) return { async: false, value: 'not-equal' }
+  return { async: true, value: promise }
 }
 
 // Sets whether async waiters created from now on by this thread's

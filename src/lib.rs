@@ -15,6 +15,7 @@ use napi_derive::napi;
 use parking_lot::Mutex;
 
 mod cell;
+mod promises;
 mod resolver;
 
 use cell::Cell;
@@ -89,55 +90,104 @@ pub fn notify(env: Env, ta: Unknown, index: f64, count: f64) -> Result<u32> {
     Ok(TABLE.notify(cell.key(), count) as u32)
 }
 
-/// Queues an async waiter on `ta[index]` for this thread. Returns 0 if the
-/// value differs ('not-equal'), otherwise the waiter's token, later passed to
-/// the `settle` callback given to `initAsync`. The caller (JS) keeps `ta`
-/// alive until the token is settled or cancelled.
-#[napi(js_name = "waitAsync")]
-pub fn wait_async(env: Env, ta: Unknown, index: f64, value: Unknown, timeout: f64) -> Result<f64> {
+thread_local! {
+    /// This thread's most recent queued async waiter: its place in the queue
+    /// and its slot in the thread's table of promises (see `lastWaiter`).
+    static LAST_WAITER: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Queues an async waiter on `ta[index]` for this thread. Returns `null` if
+/// the value differs ('not-equal'), otherwise the waiter's promise of 'ok' or
+/// 'timed-out'. With `keepAlive`, the thread's event loop stays alive until
+/// the promise settles. The caller (JS) keeps `ta` alive until this thread
+/// has no pending waiter left (the `idle` callback given to `initAsync`).
+#[napi(js_name = "waitAsync", ts_return_type = "Promise<'ok' | 'timed-out'> | null")]
+pub fn wait_async<'env>(
+    env: &'env Env,
+    ta: Unknown,
+    index: f64,
+    value: Unknown,
+    timeout: f64,
+    keep_alive: bool,
+) -> Result<Unknown<'env>> {
     let raw_env = env.raw();
     let owner = resolver::current()
         .ok_or_else(|| Error::new(Status::GenericFailure, "initAsync was not called on this thread".to_owned()))?;
-    // SAFETY: handles of this call; the JS layer keeps the array (and so its
-    // buffer) alive until this waiter is settled, cancelled, or removed with
-    // its thread.
+    // SAFETY: handles of this call; memory is only read during this call.
     let (cell, expected) = unsafe {
         let cell = Cell::resolve(raw_env, ta.raw(), index)?;
         (cell, cell.expected(raw_env, value.raw())?)
     };
-    // SAFETY: the buffer is alive during the call.
+    // SAFETY: the array argument keeps the buffer alive during the call.
     let validate = || unsafe { cell.holds(expected) };
-    let Some(ticket) = TABLE.wait_async(cell.key(), validate, owner) else {
-        return Ok(0.0);
+    let token = promises::reserve();
+    let Some(ticket) = TABLE.wait_async(cell.key(), validate, owner.clone(), token) else {
+        promises::release(token);
+        let mut null = ptr::null_mut();
+        // SAFETY: live env of this call.
+        unsafe { sys::napi_get_null(raw_env, &mut null) };
+        // SAFETY: `null` is a value of this env.
+        return Ok(unsafe { Unknown::from_raw_unchecked(raw_env, null) });
+    };
+    // The waiter may already be decided by another thread, but its outcome
+    // can only be delivered on this thread, after this call: recording the
+    // promise now is in time.
+    // SAFETY: live env of this call, on the resolver's thread.
+    let promise = unsafe { promises::create(raw_env, token, keep_alive, &owner) };
+    let promise = match promise {
+        Ok(p) => p,
+        Err(e) => {
+            if TABLE.cancel(ticket) {
+                promises::release(token);
+            }
+            return Err(e);
+        }
     };
     if let Some(at) = deadline(timeout) {
         TIMER.schedule(at, ticket);
     }
-    Ok(ticket.seq as f64)
+    LAST_WAITER.set((ticket.seq, token));
+    // SAFETY: `promise` is a value of this env.
+    Ok(unsafe { Unknown::from_raw_unchecked(raw_env, promise) })
 }
 
-/// Takes a queued async waiter back out (abort). True if it was still queued;
-/// then no outcome will ever be delivered for it.
+/// This thread's most recent queued async waiter, as `[seq, slot]`, for
+/// `cancelAsync` (read right after `waitAsync` returned a promise).
+#[napi(js_name = "lastWaiter")]
+pub fn last_waiter() -> Vec<f64> {
+    let (seq, slot) = LAST_WAITER.get();
+    vec![seq as f64, slot as f64]
+}
+
+/// Takes a queued async waiter of this thread back out (abort): the one
+/// `lastWaiter` described as `[seq, slot]`. True if it was still queued; its
+/// promise then settles with 'cancelled' and it consumed no wake-up. False if
+/// its outcome was already decided.
 #[napi(js_name = "cancelAsync")]
-pub fn cancel_async(env: Env, ta: Unknown, index: f64, token: f64) -> Result<bool> {
+pub fn cancel_async(env: Env, ta: Unknown, index: f64, seq: f64, slot: f64) -> Result<bool> {
+    let raw_env = env.raw();
+    let Some(owner) = resolver::current() else { return Ok(false) };
     // SAFETY: handles of this call; only the address is used afterwards.
-    let cell = unsafe { Cell::resolve(env.raw(), ta.raw(), index)? };
-    Ok(TABLE.cancel(Ticket { key: cell.key(), seq: token as u64 }))
+    let cell = unsafe { Cell::resolve(raw_env, ta.raw(), index)? };
+    // (key, seq) names exactly one waiter, whichever slot it was given.
+    if !TABLE.cancel(Ticket { key: cell.key(), seq: seq as u64, token: slot as u64 }) {
+        return Ok(false);
+    }
+    // SAFETY: live env of this call, on the resolver's thread.
+    unsafe {
+        let cancelled = resolver::outcome_string(raw_env, "cancelled");
+        promises::settle(raw_env, slot as u64, cancelled, &owner);
+    }
+    Ok(true)
 }
 
 /// Creates this thread's resolver (its one threadsafe function) around
-/// `settle(tokens: Float64Array)`. Idempotent.
+/// `idle()`, called whenever the thread's last pending waiter has settled.
+/// Idempotent.
 #[napi(js_name = "initAsync")]
-pub fn init_async(env: Env, settle: Unknown) -> Result<()> {
+pub fn init_async(env: Env, idle: Unknown) -> Result<()> {
     // SAFETY: handles of this call on this thread.
-    unsafe { resolver::init(env.raw(), settle.raw()) }
-}
-
-/// Whether this thread's pending async waiters keep the event loop alive.
-#[napi(js_name = "setRef")]
-pub fn set_ref(env: Env, keep_alive: bool) -> Result<()> {
-    // SAFETY: the env of this call, on this thread.
-    unsafe { resolver::set_ref(env.raw(), keep_alive) }
+    unsafe { resolver::init(env.raw(), idle.raw()) }
 }
 
 /// Thread ids (`worker_threads.threadId`) of the threads that loaded this

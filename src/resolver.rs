@@ -7,9 +7,10 @@
 //! [`Owner::complete`] (called by a notifier or the timer thread) appends the
 //! token to the batch and, only if the batch was empty, calls the threadsafe
 //! function. When the JS thread runs the call, it takes the whole batch and
-//! hands it to the JS `settle` callback as one `Float64Array` (`+token` for
-//! 'ok', `-token` for 'timed-out'). A notify-all of 100k waiters thus costs
-//! one wake-up of the owning thread, not 100k.
+//! settles each waiter's promise (see `promises.rs`). A notify-all of 100k
+//! waiters thus costs one wake-up of the owning thread, not 100k. When the
+//! thread has no pending waiter left, the JS `idle` callback is called, so
+//! that JS can let go of the typed arrays it kept alive for them.
 //!
 //! Lifetime: the threadsafe function is released by the env cleanup hook (or
 //! finalized by Node), and every call to it happens under `inner`'s lock after
@@ -28,7 +29,7 @@ use futex_core::{AsyncOutcome, Owner};
 use napi::{sys, Error, Result, Status};
 use parking_lot::Mutex;
 
-use crate::TABLE;
+use crate::{promises, TABLE};
 
 pub struct Resolver {
     /// Cleared by the env cleanup hook, before the thread's waiters are removed.
@@ -41,8 +42,8 @@ pub struct Resolver {
 struct Inner {
     /// Null once released or finalized; only called while this lock is held.
     tsfn: sys::napi_threadsafe_function,
-    /// Finished tokens not yet delivered: `+token` ok, `-token` timed out.
-    batch: Vec<f64>,
+    /// Finished waiters not yet delivered.
+    batch: Vec<(u64, AsyncOutcome)>,
     /// A call of the threadsafe function is queued and has not run yet.
     scheduled: bool,
     /// The env the function was created on; only used on `js_thread`.
@@ -94,10 +95,7 @@ impl Owner for Resolver {
         if inner.tsfn.is_null() {
             return;
         }
-        inner.batch.push(match outcome {
-            AsyncOutcome::Ok => token as f64,
-            AsyncOutcome::TimedOut => -(token as f64),
-        });
+        inner.batch.push((token, outcome));
         if !inner.scheduled {
             // SAFETY: `tsfn` is non-null, so it was neither released nor
             // finalized (both null it under this lock before it is freed).
@@ -115,6 +113,16 @@ impl Owner for Resolver {
             inner.delivering = true;
             inner.apply_ref();
         }
+    }
+}
+
+impl Resolver {
+    /// Sets whether the thread's event loop is kept alive on behalf of pending
+    /// waiters. Must be called on the JS thread, inside an N-API call.
+    pub fn set_keep_alive(&self, on: bool) {
+        let mut inner = self.inner.lock();
+        inner.keep_alive = on;
+        inner.apply_ref();
     }
 }
 
@@ -136,11 +144,12 @@ fn check(status: sys::napi_status, what: &str) -> Result<()> {
     }
 }
 
-/// Creates this thread's resolver around the JS function `settle`.
+/// Creates this thread's resolver; `idle` is called when the thread's last
+/// pending waiter settles.
 ///
 /// # Safety
-/// `env` and `settle` must be live handles of the current N-API call on this thread.
-pub unsafe fn init(env: sys::napi_env, settle: sys::napi_value) -> Result<()> {
+/// `env` and `idle` must be live handles of the current N-API call on this thread.
+pub unsafe fn init(env: sys::napi_env, idle: sys::napi_value) -> Result<()> {
     if current().is_some() {
         return Ok(());
     }
@@ -172,7 +181,7 @@ pub unsafe fn init(env: sys::napi_env, settle: sys::napi_value) -> Result<()> {
     let status = unsafe {
         sys::napi_create_threadsafe_function(
             env,
-            settle,
+            idle,
             ptr::null_mut(),
             name,
             0,
@@ -189,7 +198,7 @@ pub unsafe fn init(env: sys::napi_env, settle: sys::napi_value) -> Result<()> {
         drop(unsafe { Arc::from_raw(held as *const Resolver) });
         return check(status, "napi_create_threadsafe_function");
     }
-    // Pending waiters do not keep the event loop alive unless asked (`set_ref`).
+    // Pending waiters do not keep the event loop alive unless asked (`promises::create`).
     {
         let mut inner = resolver.inner.lock();
         inner.tsfn = tsfn;
@@ -202,24 +211,11 @@ pub unsafe fn init(env: sys::napi_env, settle: sys::napi_value) -> Result<()> {
     Ok(())
 }
 
-/// Makes this thread's pending waiters keep (or stop keeping) the event loop alive.
-///
-/// # Safety
-/// Must be called on the JS thread, inside an N-API call (`_env` is that
-/// call's env, the one the function was created on).
-pub unsafe fn set_ref(_env: sys::napi_env, keep_alive: bool) -> Result<()> {
-    let Some(resolver) = current() else { return Ok(()) };
-    let mut inner = resolver.inner.lock();
-    inner.keep_alive = keep_alive;
-    inner.apply_ref();
-    Ok(())
-}
-
-/// Runs on the owning JS thread: hands the whole batch to `settle`.
-unsafe extern "C" fn call_js(env: sys::napi_env, settle: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
+/// Runs on the owning JS thread: settles the whole batch.
+unsafe extern "C" fn call_js(env: sys::napi_env, idle: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
     // A null env means Node is draining the queue of a closing function. It
     // does so *after* `finalize` released `context`: touch nothing.
-    if env.is_null() || settle.is_null() {
+    if env.is_null() || idle.is_null() {
         return;
     }
     // SAFETY: with a live env the function is open, so `finalize` has not
@@ -235,26 +231,44 @@ unsafe extern "C" fn call_js(env: sys::napi_env, settle: sys::napi_value, contex
     if batch.is_empty() {
         return;
     }
-    // SAFETY: env is this thread's live env during the callback; `bytes` is
-    // written in full before the array is handed to JavaScript.
+    // SAFETY: env is this thread's live env during the callback. Handle
+    // scopes are opened and closed in pairs around each chunk, so a batch of
+    // 100k waiters does not pile up 100k handles.
     unsafe {
-        let mut bytes: *mut c_void = ptr::null_mut();
-        let mut buffer = ptr::null_mut();
-        if sys::napi_create_arraybuffer(env, batch.len() * 8, &mut bytes, &mut buffer) != sys::Status::napi_ok {
-            return;
+        for chunk in batch.chunks(256) {
+            let mut scope = ptr::null_mut();
+            if sys::napi_open_handle_scope(env, &mut scope) != sys::Status::napi_ok {
+                return;
+            }
+            let ok = outcome_string(env, "ok");
+            let timed_out = outcome_string(env, "timed-out");
+            for &(token, outcome) in chunk {
+                let value = match outcome {
+                    AsyncOutcome::Ok => ok,
+                    AsyncOutcome::TimedOut => timed_out,
+                };
+                promises::settle(env, token, value, resolver);
+            }
+            sys::napi_close_handle_scope(env, scope);
         }
-        ptr::copy_nonoverlapping(batch.as_ptr(), bytes as *mut f64, batch.len());
-        let mut array = ptr::null_mut();
-        if sys::napi_create_typedarray(env, sys::TypedarrayType::float64_array, batch.len(), buffer, 0, &mut array)
-            != sys::Status::napi_ok
-        {
-            return;
+        if promises::is_empty() {
+            let mut undefined = ptr::null_mut();
+            sys::napi_get_undefined(env, &mut undefined);
+            // An exception thrown by `idle` is reported by Node as uncaught.
+            sys::napi_call_function(env, undefined, idle, 0, ptr::null(), ptr::null_mut());
         }
-        let mut undefined = ptr::null_mut();
-        sys::napi_get_undefined(env, &mut undefined);
-        // An exception thrown by `settle` is reported by Node as uncaught.
-        sys::napi_call_function(env, undefined, settle, 1, &array, ptr::null_mut());
     }
+}
+
+/// A JS string for an outcome ('ok', 'timed-out', 'cancelled').
+///
+/// # Safety
+/// `env` must be a live env inside an N-API call or callback.
+pub unsafe fn outcome_string(env: sys::napi_env, text: &str) -> sys::napi_value {
+    let mut value = ptr::null_mut();
+    // SAFETY: live env (function contract); `text` is ASCII of the given length.
+    unsafe { sys::napi_create_string_latin1(env, text.as_ptr().cast(), text.len() as isize, &mut value) };
+    value
 }
 
 /// Node is done with the threadsafe function: never call it again.

@@ -58,17 +58,18 @@ pub trait Owner: Send + Sync {
     /// False once the owner is being torn down. A notify that finds a waiter
     /// of a dead owner drops it without counting it as woken.
     fn is_alive(&self) -> bool;
-    /// Delivers the outcome of the async waiter identified by `token`.
+    /// Delivers the outcome of the async waiter the owner queued as `token`.
     fn complete(&self, token: u64, outcome: AsyncOutcome);
 }
 
 /// Identifies a queued async waiter, for [`WaitTable::timeout`] and
-/// [`WaitTable::cancel`]. `seq` is unique in the table and is also the token
-/// passed to [`Owner::complete`].
+/// [`WaitTable::cancel`]: its address, its place in the queue (`seq`, unique
+/// in the table), and the owner's `token` for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Ticket {
     pub key: Key,
     pub seq: u64,
+    pub token: u64,
 }
 
 /// A blocking waiter: the parked thread and the flag its waker sets.
@@ -80,7 +81,8 @@ struct SyncWaiter {
 
 enum Waiter {
     Sync(Arc<SyncWaiter>),
-    Async(Arc<dyn Owner>),
+    /// An async waiter: its owner and the owner's name for it.
+    Async(Arc<dyn Owner>, u64),
 }
 
 struct Queue {
@@ -256,11 +258,18 @@ impl WaitTable {
 
     /// Queues an async waiter of `owner` on `key` if `validate()` holds
     /// (checked under the bucket lock). Returns its ticket; its outcome is
-    /// later delivered through `owner.complete(ticket.seq, _)` exactly once,
+    /// later delivered through `owner.complete(token, _)` exactly once,
     /// unless it is removed by [`WaitTable::cancel`] or
-    /// [`WaitTable::remove_owner`] first.
-    pub fn wait_async(&self, key: Key, validate: impl FnOnce() -> bool, owner: Arc<dyn Owner>) -> Option<Ticket> {
-        self.enqueue(key, validate, Waiter::Async(owner)).map(|seq| Ticket { key, seq })
+    /// [`WaitTable::remove_owner`] first. `token` is the owner's own name for
+    /// the waiter (the table never looks at it).
+    pub fn wait_async(
+        &self,
+        key: Key,
+        validate: impl FnOnce() -> bool,
+        owner: Arc<dyn Owner>,
+        token: u64,
+    ) -> Option<Ticket> {
+        self.enqueue(key, validate, Waiter::Async(owner, token)).map(|seq| Ticket { key, seq, token })
     }
 
     /// Times out an async waiter: if it is still queued it is removed and its
@@ -268,8 +277,8 @@ impl WaitTable {
     /// (false: a notify, cancel or teardown got there first).
     pub fn timeout(&self, ticket: Ticket) -> bool {
         match self.remove(ticket.key, ticket.seq) {
-            Some(Waiter::Async(owner)) => {
-                owner.complete(ticket.seq, AsyncOutcome::TimedOut);
+            Some(Waiter::Async(owner, token)) => {
+                owner.complete(token, AsyncOutcome::TimedOut);
                 true
             }
             Some(Waiter::Sync(_)) => unreachable!("tickets are only handed out for async waiters"),
@@ -297,7 +306,7 @@ impl WaitTable {
             };
             let waiters = &mut queues[i].waiters;
             while woken < count {
-                let Some((seq, waiter)) = waiters.pop_first() else { break };
+                let Some((_, waiter)) = waiters.pop_first() else { break };
                 match waiter {
                     Waiter::Sync(w) => {
                         // Release pairs with the Acquire load in `wait`.
@@ -305,9 +314,9 @@ impl WaitTable {
                         sync_woken.push(w);
                         woken += 1;
                     }
-                    Waiter::Async(owner) => {
+                    Waiter::Async(owner, token) => {
                         if owner.is_alive() {
-                            async_woken.push((owner, seq));
+                            async_woken.push((owner, token));
                             woken += 1;
                         }
                     }
@@ -321,8 +330,8 @@ impl WaitTable {
         for w in &sync_woken {
             w.thread.unpark();
         }
-        for (owner, seq) in async_woken {
-            owner.complete(seq, AsyncOutcome::Ok);
+        for (owner, token) in async_woken {
+            owner.complete(token, AsyncOutcome::Ok);
         }
         woken
     }
@@ -336,7 +345,7 @@ impl WaitTable {
             let mut queues = bucket.queues.lock();
             for q in queues.iter_mut() {
                 let before = q.waiters.len();
-                q.waiters.retain(|_, w| !matches!(w, Waiter::Async(o) if Arc::as_ptr(o) as *const () == target));
+                q.waiters.retain(|_, w| !matches!(w, Waiter::Async(o, _) if Arc::as_ptr(o) as *const () == target));
                 removed += before - q.waiters.len();
             }
             queues.retain(|q| !q.waiters.is_empty());

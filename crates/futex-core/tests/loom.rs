@@ -22,6 +22,13 @@ use futex_core::{AsyncOutcome, Key, Owner, Ticket, WaitResult, WaitTable};
 use loom::sync::atomic::AtomicI32;
 use loom::thread;
 
+/// A fresh token for an async waiter. Far from the table's sequence numbers,
+/// so a test cannot pass by confusing the two.
+fn next_token() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1_000_000);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 const KEY: Key = 0x1000;
 
 /// `loom::model`, reporting how many interleavings were explored (run with
@@ -68,7 +75,7 @@ impl Owner for Recorder {
 fn table_with_async_waiter() -> (Arc<WaitTable>, Arc<Recorder>, Ticket) {
     let table = Arc::new(WaitTable::new(1));
     let owner = Recorder::new();
-    let ticket = table.wait_async(KEY, || true, owner.clone()).expect("validate returned true");
+    let ticket = table.wait_async(KEY, || true, owner.clone(), next_token()).expect("validate returned true");
     (table, owner, ticket)
 }
 
@@ -131,13 +138,13 @@ fn async_wait_vs_store_then_notify() {
             })
         };
         let validate = || memory.load(Relaxed) == 0;
-        let ticket = table.wait_async(KEY, validate, owner.clone());
+        let ticket = table.wait_async(KEY, validate, owner.clone(), next_token());
         let woken = notifier.join().unwrap();
 
         match ticket {
             Some(t) => {
                 assert_eq!(woken, 1);
-                assert_eq!(owner.log(), vec![(t.seq, AsyncOutcome::Ok)]);
+                assert_eq!(owner.log(), vec![(t.token, AsyncOutcome::Ok)]);
             }
             None => {
                 assert_eq!(woken, 0);
@@ -168,7 +175,7 @@ fn notify_vs_timeout() {
         let log = owner.log();
         assert_eq!(log.len(), 1, "exactly one completion: {log:?}");
         let (token, outcome) = log[0];
-        assert_eq!(token, ticket.seq);
+        assert_eq!(token, ticket.token);
         assert_eq!(woken == 1, outcome == AsyncOutcome::Ok);
         assert_eq!(timed_out, outcome == AsyncOutcome::TimedOut);
         assert_eq!(table.len(KEY), 0);
@@ -193,7 +200,7 @@ fn notify_vs_cancel() {
             assert!(owner.log().is_empty());
         } else {
             assert_eq!(woken, 1);
-            assert_eq!(owner.log(), vec![(ticket.seq, AsyncOutcome::Ok)]);
+            assert_eq!(owner.log(), vec![(ticket.token, AsyncOutcome::Ok)]);
         }
         assert_eq!(table.len(KEY), 0);
     });
@@ -222,8 +229,8 @@ fn notify_vs_timeout_vs_remove_owner() {
         assert_eq!(removed + woken + usize::from(timed_out), 1, "exactly one of them removed the waiter");
         let expected = match (removed, woken, timed_out) {
             (1, _, _) => vec![],
-            (_, 1, _) => vec![(ticket.seq, AsyncOutcome::Ok)],
-            _ => vec![(ticket.seq, AsyncOutcome::TimedOut)],
+            (_, 1, _) => vec![(ticket.token, AsyncOutcome::Ok)],
+            _ => vec![(ticket.token, AsyncOutcome::TimedOut)],
         };
         assert_eq!(owner.log(), expected);
         assert_eq!(table.len(KEY), 0);
@@ -249,7 +256,7 @@ fn notify_vs_owner_teardown() {
         let woken = notifier.join().unwrap();
 
         assert!(removed + woken <= 1, "removed {removed}, woken {woken}");
-        let expected = if woken == 1 { vec![(ticket.seq, AsyncOutcome::Ok)] } else { vec![] };
+        let expected = if woken == 1 { vec![(ticket.token, AsyncOutcome::Ok)] } else { vec![] };
         assert_eq!(owner.log(), expected);
         assert_eq!(table.len(KEY), 0);
     });
@@ -310,7 +317,7 @@ fn expired_deadline_passes_the_wakeup_on() {
         while !validated.load(Relaxed) {
             thread::yield_now();
         }
-        let ticket = table.wait_async(KEY, || true, owner.clone()).unwrap();
+        let ticket = table.wait_async(KEY, || true, owner.clone(), next_token()).unwrap();
         let woken = table.notify(KEY, 1);
         let r = waiter.join().unwrap();
 
@@ -321,7 +328,7 @@ fn expired_deadline_passes_the_wakeup_on() {
                 assert_eq!(table.len(KEY), 1, "the async waiter is still queued");
             }
             WaitResult::TimedOut => {
-                assert_eq!(owner.log(), vec![(ticket.seq, AsyncOutcome::Ok)], "the wake-up was lost");
+                assert_eq!(owner.log(), vec![(ticket.token, AsyncOutcome::Ok)], "the wake-up was lost");
                 assert_eq!(table.len(KEY), 0);
             }
             other => panic!("unexpected {other:?}"),
@@ -352,7 +359,7 @@ fn two_notifiers_two_waiters() {
 
         assert_eq!(blocked.join().unwrap(), WaitResult::Ok);
         assert_eq!(woken, 2);
-        assert_eq!(owner.log(), vec![(ticket.seq, AsyncOutcome::Ok)]);
+        assert_eq!(owner.log(), vec![(ticket.token, AsyncOutcome::Ok)]);
         assert_eq!(table.len(KEY), 0);
     });
 }

@@ -15,6 +15,13 @@ use std::time::{Duration, Instant};
 
 use futex_core::{AsyncOutcome, Key, Owner, Ticket, Timer, WaitResult, WaitTable};
 
+/// A fresh token for an async waiter. Far from the table's sequence numbers,
+/// so a test cannot pass by confusing the two.
+fn next_token() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1_000_000);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Far longer than any correct test step takes: reaching it means a wake-up was lost.
 const HANG: Duration = Duration::from_secs(20);
 /// Park slice for blocking waits that are not meant to be interrupted.
@@ -75,7 +82,7 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 
 /// Queues an async waiter that must be accepted.
 fn enqueue(table: &WaitTable, key: Key, owner: &Arc<Recorder>) -> Ticket {
-    table.wait_async(key, || true, owner.dyn_owner()).expect("validate returned true")
+    table.wait_async(key, || true, owner.dyn_owner(), next_token()).expect("validate returned true")
 }
 
 /// Starts a blocking waiter (id `id`) on `key` that logs its result, and
@@ -117,7 +124,7 @@ fn validate_false_is_not_equal_and_queues_nothing() {
         calls.fetch_add(1, SeqCst);
         false
     };
-    assert_eq!(table.wait_async(K1, validate, owner.dyn_owner()), None);
+    assert_eq!(table.wait_async(K1, validate, owner.dyn_owner(), next_token()), None);
     assert_eq!(calls.load(SeqCst), 2);
     assert_eq!(table.len(K1), 0);
     // Nothing is queued, so nothing can be woken or completed.
@@ -223,7 +230,7 @@ fn fifo_across_sync_and_async_waiters() {
             expected.push(Event::Sync(id, WaitResult::Ok));
         } else {
             let t = enqueue(&table, K1, &owner);
-            expected.push(Event::Async(t.seq, AsyncOutcome::Ok));
+            expected.push(Event::Async(t.token, AsyncOutcome::Ok));
         }
         assert_eq!(table.len(K1), i + 1);
     }
@@ -252,7 +259,7 @@ fn batch_notify_takes_the_oldest() {
     assert_eq!(table.notify(K1, 3), 3);
     let late = enqueue(&table, K1, &owner);
     assert_eq!(table.notify(K1, usize::MAX), 3);
-    let order: Vec<u64> = first.iter().chain([&late]).map(|t| t.seq).collect();
+    let order: Vec<u64> = first.iter().chain([&late]).map(|t| t.token).collect();
     let got: Vec<u64> = owner
         .events()
         .into_iter()
@@ -282,7 +289,7 @@ fn notify_count_semantics() {
     assert_eq!(table.len(K1), 3);
     assert_eq!(
         owner.events(),
-        vec![Event::Async(tickets[0].seq, AsyncOutcome::Ok), Event::Async(tickets[1].seq, AsyncOutcome::Ok)]
+        vec![Event::Async(tickets[0].token, AsyncOutcome::Ok), Event::Async(tickets[1].token, AsyncOutcome::Ok)]
     );
 
     assert_eq!(table.notify(K1, 10), 3, "returns how many were woken, not the count asked for");
@@ -333,12 +340,12 @@ fn other_keys_are_unaffected_even_in_the_same_bucket() {
         assert_eq!(table.len(K2), 2, "waiters of the other key stay queued");
         assert_eq!(
             owner.events(),
-            vec![Event::Async(a1.seq, AsyncOutcome::Ok), Event::Async(a2.seq, AsyncOutcome::Ok)]
+            vec![Event::Async(a1.token, AsyncOutcome::Ok), Event::Async(a2.token, AsyncOutcome::Ok)]
         );
         // The emptied K1 queue is gone; K2's queue still works, in order.
         assert_eq!(table.notify(K1, 1), 0);
         assert_eq!(table.notify(K2, 1), 1);
-        assert_eq!(owner.events().last(), Some(&Event::Async(b1.seq, AsyncOutcome::Ok)));
+        assert_eq!(owner.events().last(), Some(&Event::Async(b1.token, AsyncOutcome::Ok)));
         assert_eq!(table.notify(K2, 1), 1);
         assert_eq!(blocked.join().unwrap(), WaitResult::Ok);
         assert_eq!(table.len(K2), 0);
@@ -366,7 +373,7 @@ fn deadline_times_out_and_leaves_the_queue() {
     // The departed waiters took no wake-up with them: a later waiter gets it.
     let t = enqueue(&table, K1, &owner);
     assert_eq!(table.notify(K1, 1), 1);
-    assert_eq!(owner.events(), vec![Event::Async(t.seq, AsyncOutcome::Ok)]);
+    assert_eq!(owner.events(), vec![Event::Async(t.token, AsyncOutcome::Ok)]);
 }
 
 #[test]
@@ -395,7 +402,7 @@ fn interrupted_leaves_the_queue_without_consuming_a_wakeup() {
     assert_eq!(waiter.join().unwrap(), WaitResult::Interrupted);
     assert_eq!(table.len(K1), 1, "the interrupted waiter left the queue");
     assert_eq!(table.notify(K1, 1), 1, "the wake-up goes to the waiter behind it");
-    assert_eq!(owner.events(), vec![Event::Async(behind.seq, AsyncOutcome::Ok)]);
+    assert_eq!(owner.events(), vec![Event::Async(behind.token, AsyncOutcome::Ok)]);
 }
 
 /// Deadlines racing with notifies: a waiter whose notify lands between its
@@ -488,7 +495,7 @@ fn timeout_completes_once_and_reports_it() {
     let t = enqueue(&table, K1, &owner);
     let other = enqueue(&table, K1, &owner);
     assert!(table.timeout(t));
-    assert_eq!(owner.events(), vec![Event::Async(t.seq, AsyncOutcome::TimedOut)]);
+    assert_eq!(owner.events(), vec![Event::Async(t.token, AsyncOutcome::TimedOut)]);
     assert_eq!(table.len(K1), 1);
 
     assert!(!table.timeout(t), "a second timeout finds nothing");
@@ -496,7 +503,7 @@ fn timeout_completes_once_and_reports_it() {
     assert_eq!(table.notify(K1, usize::MAX), 1, "the timed-out waiter is not woken again");
     assert_eq!(
         owner.events(),
-        vec![Event::Async(t.seq, AsyncOutcome::TimedOut), Event::Async(other.seq, AsyncOutcome::Ok)]
+        vec![Event::Async(t.token, AsyncOutcome::TimedOut), Event::Async(other.token, AsyncOutcome::Ok)]
     );
     assert_eq!(table.len(K1), 0);
 }
@@ -508,7 +515,7 @@ fn timeout_after_notify_does_nothing() {
     let t = enqueue(&table, K1, &owner);
     assert_eq!(table.notify(K1, 1), 1);
     assert!(!table.timeout(t));
-    assert_eq!(owner.events(), vec![Event::Async(t.seq, AsyncOutcome::Ok)]);
+    assert_eq!(owner.events(), vec![Event::Async(t.token, AsyncOutcome::Ok)]);
 }
 
 #[test]
@@ -524,7 +531,7 @@ fn cancel_removes_without_completing() {
     assert!(!table.timeout(t));
     // The cancelled waiter does not absorb a wake-up.
     assert_eq!(table.notify(K1, 1), 1);
-    assert_eq!(owner.events(), vec![Event::Async(behind.seq, AsyncOutcome::Ok)]);
+    assert_eq!(owner.events(), vec![Event::Async(behind.token, AsyncOutcome::Ok)]);
     assert_eq!(table.len(K1), 0);
 }
 
@@ -540,7 +547,7 @@ fn remove_owner_removes_only_that_owners_waiters() {
         for j in 0..=i % 3 {
             enqueue(&table, key, &doomed);
             if (i + j) % 2 == 0 {
-                kept.entry(key).or_insert_with(Vec::new).push(enqueue(&table, key, &keeper).seq);
+                kept.entry(key).or_insert_with(Vec::new).push(enqueue(&table, key, &keeper).token);
             }
         }
     }
@@ -600,7 +607,7 @@ fn notify_skips_and_does_not_count_dead_owners() {
 
     // Wakes l1; d1 in front of it is dropped on the way and not counted.
     assert_eq!(table.notify(K1, 1), 1);
-    assert_eq!(live.events(), vec![Event::Async(l1.seq, AsyncOutcome::Ok)]);
+    assert_eq!(live.events(), vec![Event::Async(l1.token, AsyncOutcome::Ok)]);
     assert_eq!(table.len(K1), 4, "d1 dropped, l1 woken, the rest untouched");
     // Wakes l2, dropping d2 and d3; d4 is behind it and stays.
     assert_eq!(table.notify(K1, 1), 1);
@@ -609,7 +616,7 @@ fn notify_skips_and_does_not_count_dead_owners() {
     assert_eq!(table.notify(K1, usize::MAX), 0);
     assert_eq!(table.len(K1), 0);
     assert!(dead.events().is_empty(), "a dead owner is never completed by notify");
-    assert_eq!(live.events(), vec![Event::Async(l1.seq, AsyncOutcome::Ok), Event::Async(l2.seq, AsyncOutcome::Ok)]);
+    assert_eq!(live.events(), vec![Event::Async(l1.token, AsyncOutcome::Ok), Event::Async(l2.token, AsyncOutcome::Ok)]);
 }
 
 // ---------------------------------------------------------------------------
@@ -677,7 +684,7 @@ fn timer_racing_notify_completes_every_waiter_exactly_once() {
             assert!(seen.insert(seq, outcome).is_none(), "round {round}: waiter {seq} completed twice");
         }
         assert_eq!(seen.len(), WAITERS, "round {round}: some waiter never completed");
-        assert!(tickets.iter().all(|t| seen.contains_key(&t.seq)));
+        assert!(tickets.iter().all(|t| seen.contains_key(&t.token)));
         let ok = seen.values().filter(|o| **o == AsyncOutcome::Ok).count();
         let timed_out = WAITERS - ok;
         assert_eq!(woken, ok, "round {round}: notify count != Ok completions");
