@@ -44,7 +44,8 @@ function runAsync (ta, gen, ctx, signal) {
       ctx.cancelled = true
       const c = current
       if (c !== null && cancelAsync(ta, c.index, c.token)) {
-        // It left the queue and its promise will never settle.
+        // It left the queue having consumed nothing. (The core also settles
+        // its promise with 'cancelled'; resume runs once either way.)
         Promise.resolve('cancelled').then(c.resume)
       }
     }

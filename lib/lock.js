@@ -237,6 +237,8 @@ function afterRecovery (ta, heir) {
   if (s === 0) return
   if (!isRegistered(s) || (heir && s === ME)) {
     if (Atomics.compareExchange(ta, SLOT, s, 0) === s && s !== ME) notify(ta, SLOT, Infinity)
+  } else {
+    evictDeadHeir(ta)
   }
 }
 
