@@ -27,7 +27,7 @@ use std::thread::ThreadId;
 
 use futex_core::{AsyncOutcome, Owner};
 use napi::{sys, Error, Result, Status};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::{promises, TABLE};
 
@@ -36,12 +36,23 @@ pub struct Resolver {
     alive: AtomicBool,
     /// The JS thread this resolver delivers to.
     js_thread: ThreadId,
+    /// The threadsafe function; null once released or finalized. Calls hold
+    /// the read lock, and it is nulled under the write lock before Node frees
+    /// it. A lock of its own, so that the woken JS thread (which takes
+    /// `inner`) never waits for a notifier's `uv_async_send`.
+    tsfn: RwLock<Tsfn>,
     inner: Mutex<Inner>,
 }
 
+#[derive(Clone, Copy)]
+struct Tsfn(sys::napi_threadsafe_function);
+
+// SAFETY: N-API allows calling a threadsafe function from any thread; the
+// handle's lifetime is guarded by the `RwLock` around it.
+unsafe impl Send for Tsfn {}
+unsafe impl Sync for Tsfn {}
+
 struct Inner {
-    /// Null once released or finalized; only called while this lock is held.
-    tsfn: sys::napi_threadsafe_function,
     /// Finished waiters not yet delivered.
     batch: Vec<(u64, AsyncOutcome)>,
     /// A call of the threadsafe function is queued and has not run yet.
@@ -62,17 +73,18 @@ struct Inner {
 impl Inner {
     /// Refs or unrefs the function to match `keep_alive || delivering`.
     /// Must run on the JS thread (libuv handles are not thread-safe).
-    fn apply_ref(&mut self) {
+    fn apply_ref(&mut self, tsfn: &RwLock<Tsfn>) {
         let want = self.keep_alive || self.delivering;
-        if want == self.refed || self.tsfn.is_null() {
+        let tsfn = tsfn.read();
+        if want == self.refed || tsfn.0.is_null() {
             return;
         }
         // SAFETY: on the JS thread that created the open function, with its env.
         let status = unsafe {
             if want {
-                sys::napi_ref_threadsafe_function(self.env, self.tsfn)
+                sys::napi_ref_threadsafe_function(self.env, tsfn.0)
             } else {
-                sys::napi_unref_threadsafe_function(self.env, self.tsfn)
+                sys::napi_unref_threadsafe_function(self.env, tsfn.0)
             }
         };
         if status == sys::Status::napi_ok {
@@ -81,8 +93,7 @@ impl Inner {
     }
 }
 
-// SAFETY: the raw threadsafe-function handle is only used under the mutex,
-// and N-API allows calling a threadsafe function from any thread.
+// SAFETY: `env` is only used on the JS thread (`apply_ref`).
 unsafe impl Send for Inner {}
 
 impl Owner for Resolver {
@@ -91,27 +102,33 @@ impl Owner for Resolver {
     }
 
     fn complete(&self, token: u64, outcome: AsyncOutcome) {
-        let mut inner = self.inner.lock();
-        if inner.tsfn.is_null() {
-            return;
+        let first = {
+            let mut inner = self.inner.lock();
+            inner.batch.push((token, outcome));
+            !std::mem::replace(&mut inner.scheduled, true)
+        };
+        if !first {
+            return; // the call that will deliver the batch is already queued
         }
-        inner.batch.push((token, outcome));
-        if !inner.scheduled {
-            // SAFETY: `tsfn` is non-null, so it was neither released nor
-            // finalized (both null it under this lock before it is freed).
-            let status = unsafe {
-                sys::napi_call_threadsafe_function(
-                    inner.tsfn,
-                    ptr::null_mut(),
-                    sys::ThreadsafeFunctionCallMode::nonblocking,
-                )
-            };
-            // Any failure means the function is closing with its thread.
-            inner.scheduled = status == sys::Status::napi_ok;
-        }
-        if inner.scheduled && std::thread::current().id() == self.js_thread {
+        let called = {
+            let tsfn = self.tsfn.read();
+            // SAFETY: non-null under the read lock, so neither released nor
+            // finalized (both null it under the write lock before it is freed).
+            !tsfn.0.is_null()
+                && unsafe {
+                    sys::napi_call_threadsafe_function(
+                        tsfn.0,
+                        ptr::null_mut(),
+                        sys::ThreadsafeFunctionCallMode::nonblocking,
+                    )
+                } == sys::Status::napi_ok
+        };
+        // A failed call means the function is closing with its thread: the
+        // batch is never delivered, and nobody is left to deliver it to.
+        if called && std::thread::current().id() == self.js_thread {
+            let mut inner = self.inner.lock();
             inner.delivering = true;
-            inner.apply_ref();
+            inner.apply_ref(&self.tsfn);
         }
     }
 }
@@ -122,7 +139,7 @@ impl Resolver {
     pub fn set_keep_alive(&self, on: bool) {
         let mut inner = self.inner.lock();
         inner.keep_alive = on;
-        inner.apply_ref();
+        inner.apply_ref(&self.tsfn);
     }
 }
 
@@ -156,8 +173,8 @@ pub unsafe fn init(env: sys::napi_env, idle: sys::napi_value) -> Result<()> {
     let resolver = Arc::new(Resolver {
         alive: AtomicBool::new(true),
         js_thread: std::thread::current().id(),
+        tsfn: RwLock::new(Tsfn(ptr::null_mut())),
         inner: Mutex::new(Inner {
-            tsfn: ptr::null_mut(),
             batch: Vec::new(),
             scheduled: false,
             env,
@@ -199,11 +216,8 @@ pub unsafe fn init(env: sys::napi_env, idle: sys::napi_value) -> Result<()> {
         return check(status, "napi_create_threadsafe_function");
     }
     // Pending waiters do not keep the event loop alive unless asked (`promises::create`).
-    {
-        let mut inner = resolver.inner.lock();
-        inner.tsfn = tsfn;
-        inner.apply_ref();
-    }
+    *resolver.tsfn.write() = Tsfn(tsfn);
+    resolver.inner.lock().apply_ref(&resolver.tsfn);
     let hook_arg = Arc::into_raw(resolver.clone()) as *mut c_void;
     // SAFETY: `cleanup` takes back `hook_arg`'s strong count exactly once.
     check(unsafe { sys::napi_add_env_cleanup_hook(env, Some(cleanup), hook_arg) }, "napi_add_env_cleanup_hook")?;
@@ -225,7 +239,7 @@ unsafe extern "C" fn call_js(env: sys::napi_env, idle: sys::napi_value, context:
         let mut inner = resolver.inner.lock();
         inner.scheduled = false;
         inner.delivering = false;
-        inner.apply_ref();
+        inner.apply_ref(&resolver.tsfn);
         std::mem::take(&mut inner.batch)
     };
     if batch.is_empty() {
@@ -276,7 +290,7 @@ unsafe extern "C" fn finalize(_env: sys::napi_env, data: *mut c_void, _hint: *mu
     // SAFETY: `data` is the strong count handed to the function at creation;
     // N-API calls finalize exactly once.
     let resolver = unsafe { Arc::from_raw(data as *const Resolver) };
-    resolver.inner.lock().tsfn = ptr::null_mut();
+    *resolver.tsfn.write() = Tsfn(ptr::null_mut());
 }
 
 /// The thread's env is going away (worker exit, termination, process exit).
@@ -289,7 +303,7 @@ unsafe extern "C" fn cleanup(arg: *mut c_void) {
     let owner: Arc<dyn Owner> = resolver.clone();
     TABLE.remove_owner(&owner);
     // ...and no completion can reach the threadsafe function any more.
-    let tsfn = std::mem::replace(&mut resolver.inner.lock().tsfn, ptr::null_mut());
+    let Tsfn(tsfn) = std::mem::replace(&mut *resolver.tsfn.write(), Tsfn(ptr::null_mut()));
     if !tsfn.is_null() {
         // SAFETY: the function is still open (non-null under the lock) and
         // this is the one release of its one thread count.

@@ -113,24 +113,39 @@ impl Default for WaitTable {
     }
 }
 
-/// Spins a little, then yields a little, until `done()`; false if it never
-/// became true. Bounded (a few microseconds on an idle core, a few yields on
-/// a busy one), so oversubscribed machines lose little.
+/// Most `yield`s a blocking waiter spends before it parks, and the fewest.
+#[cfg(not(loom))]
+const SPIN_YIELDS: (u32, u32) = (50, 10);
+
+#[cfg(not(loom))]
+thread_local! {
+    /// Consecutive waits of this thread whose spin ended in a park anyway.
+    static SPIN_MISSES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Yields until `done()`, a bounded number of times; false if it never
+/// became true. Yielding, not busy-looping: a partner on the same CPU gets to
+/// run at once, and a thread alone on its CPU keeps that CPU awake, so the
+/// partner's wake-up does not land on a halted one. The budget halves after
+/// each wait that parked anyway (down to a floor), so a thread whose waits are
+/// long stops paying for the spin.
 #[cfg(not(loom))]
 fn spin_until(done: impl Fn() -> bool) -> bool {
-    for round in 0..10u32 {
+    let misses = SPIN_MISSES.get();
+    let budget = (SPIN_YIELDS.0 >> misses).max(SPIN_YIELDS.1);
+    for _ in 0..budget {
         if done() {
+            SPIN_MISSES.set(0);
             return true;
         }
-        if round < 4 {
-            for _ in 0..(8 << round) {
-                std::hint::spin_loop();
-            }
-        } else {
-            std::thread::yield_now();
-        }
+        std::thread::yield_now();
     }
-    done()
+    if done() {
+        SPIN_MISSES.set(0);
+        return true;
+    }
+    SPIN_MISSES.set((misses + 1).min(8));
+    false
 }
 
 /// Under loom spinning only multiplies the interleavings to explore.
