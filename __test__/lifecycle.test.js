@@ -5,38 +5,15 @@
 // The child inherits SHARED_FUTEX_UNDER_TEST.
 const assert = require('assert')
 const path = require('path')
-const { spawn } = require('child_process')
 const { test, describe } = require('./harness')
-const { canObserveBlocking } = require('./util')
+const { canObserveBlocking, runChild } = require('./util')
 
 const HARD_TIMEOUT = 20000
 const LONG = { timeout: HARD_TIMEOUT + 10000 }
 
-function run (script, args) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', script)].concat(args || []), {
-      stdio: ['ignore', 'pipe', 'pipe']
-    })
-    let stdout = ''
-    let stderr = ''
-    let timedOut = false
-    child.stdout.setEncoding('utf8').on('data', (s) => { stdout += s })
-    child.stderr.setEncoding('utf8').on('data', (s) => { stderr += s })
-    const timer = setTimeout(() => {
-      timedOut = true
-      child.kill('SIGKILL')
-    }, HARD_TIMEOUT)
-    child.on('error', reject)
-    child.on('close', (code, signal) => {
-      clearTimeout(timer)
-      resolve({ code, signal, stdout, stderr, timedOut })
-    })
-  })
-}
-
 // Runs a fixture and checks that it finished by itself with `code`.
 async function expectExit (script, args, code) {
-  const r = await run(script, args)
+  const r = await runChild([path.join(__dirname, 'fixtures', script)].concat(args || []), { timeoutMs: HARD_TIMEOUT })
   const shown = `\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`
   assert.ok(!r.timedOut, `${script} ${(args || []).join(' ')} hung: killed after ${HARD_TIMEOUT} ms${shown}`)
   assert.strictEqual(r.signal, null, `died of ${r.signal}${shown}`)

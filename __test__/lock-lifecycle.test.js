@@ -6,32 +6,10 @@
 // killed and fails the test.
 const assert = require('assert')
 const path = require('path')
-const { spawn } = require('child_process')
 const { test, describe } = require('./harness')
+const { runChild } = require('./util')
 
 const HARD_TIMEOUT = 20000
-
-function run (how) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'lock-keepalive.js'), how], {
-      stdio: ['ignore', 'pipe', 'pipe']
-    })
-    let stdout = ''
-    let stderr = ''
-    let timedOut = false
-    child.stdout.setEncoding('utf8').on('data', (s) => { stdout += s })
-    child.stderr.setEncoding('utf8').on('data', (s) => { stderr += s })
-    const timer = setTimeout(() => {
-      timedOut = true
-      child.kill('SIGKILL')
-    }, HARD_TIMEOUT)
-    child.on('error', reject)
-    child.on('close', (code, signal) => {
-      clearTimeout(timer)
-      resolve({ code, signal, stdout, stderr, timedOut })
-    })
-  })
-}
 
 const CASES = [
   ['lockAsync', 'AsyncLock.lockAsync()'],
@@ -45,7 +23,7 @@ const CASES = [
 describe('async acquisitions keep the process alive (child processes)', () => {
   for (const [how, what] of CASES) {
     test(`${what} waiting on an unref'd worker: the process stays until it succeeds, then exits`, { timeout: HARD_TIMEOUT + 10000 }, async () => {
-      const r = await run(how)
+      const r = await runChild([path.join(__dirname, 'fixtures', 'lock-keepalive.js'), how], { timeoutMs: HARD_TIMEOUT })
       const shown = `\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`
       assert.ok(!r.timedOut, `hung: killed after ${HARD_TIMEOUT} ms${shown}`)
       assert.strictEqual(r.signal, null, shown)

@@ -4,6 +4,7 @@
 // sleeps a fixed time "to let things settle".
 const fs = require('fs')
 const path = require('path')
+const { spawn } = require('child_process')
 const { Worker } = require('worker_threads')
 
 const now = () => Number(process.hrtime.bigint()) / 1e6 // monotonic, ms
@@ -13,7 +14,7 @@ const tick = () => new Promise((resolve) => setTimeout(resolve, 1))
 // Resolves once predicate() is truthy (with its value); rejects when it
 // throws or after timeoutMs, naming `what`.
 async function until (predicate, what, timeoutMs) {
-  const deadline = now() + (timeoutMs || 10000)
+  const deadline = now() + (timeoutMs || 20000)
   for (;;) {
     const value = predicate()
     if (value) return value
@@ -119,6 +120,45 @@ function startWorker (role, data) {
   }
 }
 
+// --- child processes --------------------------------------------------------
+
+// Runs a fixture (or `node <args>`) in a child process with a hard timeout.
+// Resolves with { code, signal, stdout, stderr, timedOut, result }, where
+// result is the JSON of the last `RESULT ` line printed, if any.
+function runChild (args, opts) {
+  const options = opts || {}
+  const timeoutMs = options.timeoutMs || 60000
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, {
+      cwd: options.cwd || path.join(__dirname, '..'),
+      env: Object.assign({}, process.env, options.env || {}),
+      stdio: ['ignore', 'pipe', 'pipe']
+    })
+    let stdout = ''
+    let stderr = ''
+    let timedOut = false
+    child.stdout.on('data', (d) => { stdout += d })
+    child.stderr.on('data', (d) => { stderr += d })
+    const timer = setTimeout(() => {
+      timedOut = true
+      child.kill('SIGKILL')
+    }, timeoutMs)
+    child.on('error', (e) => { clearTimeout(timer); reject(e) })
+    child.on('close', (code, signal) => {
+      clearTimeout(timer)
+      const lines = stdout.split('\n').filter((l) => l.startsWith('RESULT '))
+      const result = lines.length ? JSON.parse(lines[lines.length - 1].slice(7)) : undefined
+      resolve({ code, signal, stdout, stderr, timedOut, result })
+    })
+  })
+}
+
+// The text of a child's run, for assertion messages.
+function transcript (r) {
+  return `exit ${r.code} signal ${r.signal}${r.timedOut ? ' (killed by the hard timeout)' : ''}\n` +
+    `--- stdout\n${r.stdout}--- stderr\n${r.stderr}`
+}
+
 module.exports = {
   now,
   until,
@@ -129,5 +169,8 @@ module.exports = {
   sharedI64,
   describeView,
   makeView,
-  startWorker
+  startWorker,
+  threadState,
+  runChild,
+  transcript
 }
