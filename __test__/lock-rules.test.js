@@ -1,5 +1,5 @@
 'use strict'
-// Every rule of AsyncLock (issue 3), one test or more each: the pure-JS fast
+// Every rule of AsyncLock, one test or more each: the pure-JS fast
 // path, the state word, ownership errors, timeouts and abort leaving the
 // queue, the handoff that newcomers cannot steal, dead owners, and input
 // validation. Threads synchronise on shared memory and queue lengths only.

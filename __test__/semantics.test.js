@@ -1,5 +1,5 @@
 'use strict'
-// "Semantics to match" of issue 2, table-driven. Every case is a function of
+// The ECMAScript semantics of wait / notify / waitAsync, table-driven. Every case is a function of
 // an implementation A = { wait, notify, waitAsync } and runs twice: through
 // the module under test and, where this Node has the reference (V8 with
 // Atomics.waitAsync, Node 16+), through native Atomics. The module's outcome

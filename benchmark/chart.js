@@ -1,7 +1,7 @@
 'use strict'
 // Renders a run's JSON as an SVG chart, written by hand (no dependencies, no
 // external renderer): one row per comparison, the ratio of medians as a bar
-// on a log scale around 1×, the per-round range as a whisker, the issue's
+// on a log scale around 1×, the per-round range as a whisker, the project's
 // target as a tick, and the absolute medians beside it.
 //
 //   node benchmark/chart.js [results/full.json] [out.svg]
@@ -92,7 +92,7 @@ function render (run) {
   const m = run.machine
   const loadNote = m.othersCpuShare == null ? '' : `, other processes used ${Math.round(m.othersCpuShare * 100)}% of the CPUs`
   out.push(text(16, 64, `${run.date.slice(0, 16).replace('T', ' ')} UTC, ${o.mode} run: ${o.rounds} interleaved rounds of ${o.ms} ms per figure${loadNote}.`, 'fill="#444"'))
-  out.push(text(16, 82, 'Bar: ratio of the medians; whisker: range of the per-round ratios; red tick: the target of issue 5.', 'fill="#444"'))
+  out.push(text(16, 82, 'Bar: ratio of the medians; whisker: range of the per-round ratios; red tick: the target.', 'fill="#444"'))
   // Axis: grid lines and labels.
   for (const t of ticks) {
     const x = X(t)

@@ -1,7 +1,7 @@
 'use strict'
 // npm run bench [-- --quick] [-- --only 1,4] [-- --rounds N] [-- --ms N]
 //
-// Runs every scenario of issue 5 against its baselines (see
+// Runs every benchmark scenario against its baselines (see
 // docs/benchmarks.md), prints absolute figures and ratios, writes the run as
 // JSON under benchmark/results/ and renders its chart next to it.
 //   --quick     3 short rounds per figure (under a minute)

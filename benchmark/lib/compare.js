@@ -1,5 +1,5 @@
 'use strict'
-// Ratios of "ours" against a baseline, in the form the targets use.
+// Ratios of "ours" against a baseline, in the form the project's targets use.
 //
 // A comparison { metric, ours, base, ratio?, op?, target? } reads
 //   ratio 'ours/base' or 'base/ours' (default: whichever is > 1 when ours is

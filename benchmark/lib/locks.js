@@ -1,6 +1,6 @@
 'use strict'
 // The locks under test, by name, usable in any thread:
-//   'ours': shared-futex's AsyncLock (lib/lock.js, issue 3);
+//   'ours': shared-futex's AsyncLock (lib/lock.js);
 //   'blog': the blog post's AsyncLock over native Atomics (baselines/).
 // Both are built from (sab, byteOffset), so every thread gets the same lock.
 
@@ -11,7 +11,7 @@ const { BlogAsyncLock } = require('../baselines/blog-lock')
 function oursMissing () {
   try {
     const { AsyncLock } = require(ROOT)
-    return typeof AsyncLock === 'function' ? null : 'shared-futex does not export AsyncLock yet (issue 3)'
+    return typeof AsyncLock === 'function' ? null : 'shared-futex does not export AsyncLock'
   } catch (e) {
     return `cannot load shared-futex: ${e.message}`
   }

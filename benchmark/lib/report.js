@@ -41,7 +41,7 @@ function describeTarget (x) {
   return `${x.op === '>=' ? '≥' : '≤'} ${x.target}×`
 }
 
-// Ratios against the baselines, with the targets of the issue.
+// Ratios against the baselines, with the project's targets.
 function ratios (scenarios) {
   const rows = [['scenario', 'case', 'figure', 'ratio', 'value', 'rounds min–max', 'target', 'met']]
   for (const s of scenarios) {
