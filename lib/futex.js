@@ -44,22 +44,23 @@ function describe (value) {
   return Object.prototype.toString.call(value)
 }
 
-// ValidateIntegerTypedArray(ta, waitable = true): returns whether `ta` is on
-// shared memory; throws a TypeError for other kinds and detached arrays.
-// `big` tells BigInt64Array from Int32Array.
+// What `validate` found: not on shared memory (falsy), or a shared
+// Int32Array / BigInt64Array.
+const NOT_SHARED = 0
+const SHARED_I32 = 1
+const SHARED_I64 = 2
+
+// ValidateIntegerTypedArray(ta, waitable = true): throws a TypeError for other
+// kinds and for detached arrays; otherwise returns one of the codes above.
 function validate (ta) {
   const tag = tagOf.call(ta)
   if (tag !== 'Int32Array' && tag !== 'BigInt64Array') {
     throw new TypeError(`${describe(ta)} is not an int32 or BigInt64 typed array.`)
   }
   const buffer = bufferOf.call(ta)
-  if (types.isSharedArrayBuffer(buffer)) return true
+  if (types.isSharedArrayBuffer(buffer)) return tag === 'Int32Array' ? SHARED_I32 : SHARED_I64
   if (isDetached(buffer)) throw new TypeError('Cannot perform Atomics operation on a detached ArrayBuffer')
-  return false
-}
-
-function isBig (ta) {
-  return tagOf.call(ta) === 'BigInt64Array'
+  return NOT_SHARED
 }
 
 // ToIndex followed by the bounds check of ValidateAtomicAccess.
@@ -106,8 +107,9 @@ function toCount (count) {
 // ValidateIntegerTypedArray plus the "must be shared" rule of wait/waitAsync.
 // Returns whether `ta` is a BigInt64Array.
 function validateShared (ta) {
-  if (!validate(ta)) throw new TypeError(`${describe(ta)} is not a shared typed array.`)
-  return isBig(ta)
+  const kind = validate(ta)
+  if (kind === NOT_SHARED) throw new TypeError(`${describe(ta)} is not a shared typed array.`)
+  return kind === SHARED_I64
 }
 
 // --- async waiters of this thread -----------------------------------------
@@ -150,16 +152,6 @@ function cancelAsync (ta, index, token) {
   return binding.cancelAsync(ta, index, token[0], token[1])
 }
 
-// Converts waitAsync's arguments; returns either a synchronous result string
-// or the converted arguments.
-function prepareAsync (ta, index, value, timeout) {
-  const big = validateShared(ta)
-  const i = toIndex(ta, index)
-  const v = toValue(big, value)
-  const t = toTimeout(timeout)
-  return { i, v, t }
-}
-
 // --- the three operations --------------------------------------------------
 
 // Method syntax: like the built-ins, these are not constructors.
@@ -174,27 +166,26 @@ const api = {
   },
 
   notify (ta, index, count) {
-    const shared = validate(ta)
+    const kind = validate(ta)
     const i = toIndex(ta, index)
     const c = toCount(count)
     // Non-shared memory has no waiters (Node 16+ returns 0 here too).
-    if (!shared) return 0
+    if (kind === NOT_SHARED) return 0
     return binding.notify(ta, i, c)
   },
 
   waitAsync (ta, index, value, timeout) {
-    const { i, v, t } = prepareAsync(ta, index, value, timeout)
-    return waitAsyncConverted(ta, i, v, t, keepAliveDefault)
+    const big = validateShared(ta)
+    const i = toIndex(ta, index)
+    const v = toValue(big, value)
+    const t = toTimeout(timeout)
+    if (t === 0) {
+      return { async: false, value: Atomics.load(ta, i) === v ? 'timed-out' : 'not-equal' }
+    }
+    const promise = queue(ta, i, v, t, keepAliveDefault)
+    if (promise === null) return { async: false, value: 'not-equal' }
+    return { async: true, value: promise }
   }
-}
-
-function waitAsyncConverted (ta, i, v, t, keepAlive) {
-  if (t === 0) {
-    return { async: false, value: Atomics.load(ta, i) === v ? 'timed-out' : 'not-equal' }
-  }
-  const promise = queue(ta, i, v, t, keepAlive)
-  if (promise === null) return { async: false, value: 'not-equal' }
-  return { async: true, value: promise }
 }
 
 // Sets whether async waiters created from now on by this thread's
@@ -214,17 +205,9 @@ module.exports = {
   setKeepAlive,
   // Internal: for the lock and polyfill modules.
   internal: {
-    validate,
-    validateShared,
-    // Throws like ValidateIntegerTypedArray; true for BigInt64Array.
-    kindOf (ta) { validate(ta); return isBig(ta) },
-    isShared: (ta) => types.isSharedArrayBuffer(bufferOf.call(ta)),
+    validate, // truthy: on shared memory
     toIndex,
-    toValue,
-    toTimeout,
     toCount,
-    prepareAsync,
-    waitAsyncConverted,
     enqueueAsync,
     cancelAsync,
     isThreadAlive: binding.isThreadAlive,
