@@ -137,6 +137,9 @@ pub fn wait_async<'env>(
     let promise = match promise {
         Ok(p) => p,
         Err(e) => {
+            // Creating a promise only fails when the env is going away. If a
+            // notifier took the waiter first, its delivery finds no promise
+            // in the slot and is dropped; that one slot is not reused.
             if TABLE.cancel(ticket) {
                 promises::release(token);
             }
