@@ -86,37 +86,52 @@ function makeView (d) {
   return new Ctor(d.sab, d.byteOffset, d.length)
 }
 
+// A worker's messages, read by type: next(type) resolves with the oldest
+// unread message of that type, and rejects if the worker fails or exits
+// first, or after timeoutMs. `exit` resolves with the exit code.
+function inbox (worker, name) {
+  const messages = []
+  let failure = null
+  let exitCode = null
+  worker.on('message', (m) => messages.push(m))
+  worker.on('error', (e) => { failure = e })
+  const exit = new Promise((resolve) => worker.on('exit', (code) => {
+    exitCode = code
+    resolve(code)
+  }))
+  return {
+    has: (type) => messages.some((m) => m.type === type),
+    next (type, timeoutMs) {
+      return until(() => {
+        const i = messages.findIndex((m) => m.type === type)
+        if (i >= 0) return messages.splice(i, 1)
+        if (failure) throw failure
+        if (exitCode !== null) throw new Error(`${name} exited with ${exitCode} before sending "${type}"`)
+        return null
+      }, `"${type}" from ${name}`, timeoutMs).then((found) => found[0])
+    },
+    exit,
+    exitCode: () => exitCode,
+    failure: () => failure
+  }
+}
+
 // Starts __test__/fixtures/thread-worker.js in `role` and collects what it
-// posts. next(type) resolves with the oldest unread message of that type and
-// rejects if the worker errors or exits first, or after timeoutMs.
+// posts (see inbox).
 function startWorker (role, data) {
   const worker = new Worker(path.join(__dirname, 'fixtures', 'thread-worker.js'), {
     workerData: Object.assign({ role }, data)
   })
-  const inbox = []
-  let failure = null
-  let exitCode = null
-  worker.on('message', (m) => inbox.push(m))
-  worker.on('error', (e) => { failure = e })
-  worker.on('exit', (code) => { exitCode = code })
+  const box = inbox(worker, `the ${role} worker`)
   return {
     worker,
-    tid: () => next('tid').then((m) => m.tid),
-    next,
-    exited: () => exitCode !== null,
+    tid: () => box.next('tid').then((m) => m.tid),
+    next: box.next,
+    exited: () => box.exitCode() !== null,
     // Resolves with the exit code once the worker has exited.
-    whenExited: (timeoutMs) => until(() => exitCode !== null, `the ${role} worker to exit`, timeoutMs)
-      .then(() => exitCode),
+    whenExited: (timeoutMs) => until(() => box.exitCode() !== null, `the ${role} worker to exit`, timeoutMs)
+      .then(() => box.exitCode()),
     terminate: () => worker.terminate()
-  }
-  function next (type, timeoutMs) {
-    return until(() => {
-      const i = inbox.findIndex((m) => m.type === type)
-      if (i >= 0) return inbox.splice(i, 1)
-      if (failure) throw failure
-      if (exitCode !== null) throw new Error(`worker (${role}) exited with ${exitCode} before sending "${type}"`)
-      return null
-    }, `"${type}" from the ${role} worker`, timeoutMs).then((found) => found[0])
   }
 }
 
@@ -169,6 +184,7 @@ module.exports = {
   sharedI64,
   describeView,
   makeView,
+  inbox,
   startWorker,
   threadState,
   runChild,
