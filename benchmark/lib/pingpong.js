@@ -113,4 +113,18 @@ function pong (f, cells, at) {
 // distinct cache lines, so pairs share nothing but the implementation.
 const STRIDE = 16
 
-module.exports = { ping, pingAsync, pong, STRIDE }
+// The figures of a ping-pong scenario: round trips per second, and the CPU
+// time all threads spent per round trip.
+function roundTripMetrics (rateLabel) {
+  return [
+    { name: 'rate', label: rateLabel, unit: '/s', better: 'higher' },
+    { name: 'cpuUs', label: 'CPU time per round trip (all threads)', unit: 'us', better: 'lower' }
+  ]
+}
+
+// Those figures from a measurement of `count` round trips.
+function roundTripFigures (count, elapsedMs, cpuMs) {
+  return { rate: count / (elapsedMs / 1000), cpuUs: (cpuMs * 1000) / count }
+}
+
+module.exports = { ping, pingAsync, pong, STRIDE, roundTripMetrics, roundTripFigures }

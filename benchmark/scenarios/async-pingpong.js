@@ -6,7 +6,7 @@
 const path = require('path')
 const { futex } = require('../lib/impl')
 const { withWorkers, go, startTime } = require('../lib/threads')
-const { pingAsync } = require('../lib/pingpong')
+const { pingAsync, roundTripMetrics, roundTripFigures } = require('../lib/pingpong')
 
 const WORKER = path.join(__dirname, '..', 'workers', 'pingpong.js')
 
@@ -21,17 +21,16 @@ async function asyncPingPong (impl, { warmMs, ms }) {
       return pingAsync(f, c, 0, from, from + ms)
     }
   )
-  return { rate: r.count / (r.elapsedMs / 1000), cpuUs: (r.cpuMs * 1000) / r.count }
+  return roundTripFigures(r.count, r.elapsedMs, r.cpuMs)
 }
 
-const RATE = { name: 'rate', label: 'round trips/s', unit: '/s', better: 'higher' }
-const CPU = { name: 'cpuUs', label: 'CPU time per round trip (all threads)', unit: 'us', better: 'lower' }
+const METRICS = roundTripMetrics('round trips/s')
 
 module.exports = {
   id: '2',
   title: 'Async ping-pong',
   cases: [
-    { id: '2-async', label: 'main (await waitAsync) ↔ worker (wait)', impls: ['ours', 'native'], metrics: [RATE, CPU], measure: asyncPingPong }
+    { id: '2-async', label: 'main (await waitAsync) ↔ worker (wait)', impls: ['ours', 'native'], metrics: METRICS, measure: asyncPingPong }
   ],
   comparisons: [
     { case: '2-async', metric: 'rate', ours: 'ours', base: 'native', target: 1.5 },

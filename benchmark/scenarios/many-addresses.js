@@ -6,7 +6,7 @@
 
 const path = require('path')
 const { withWorkers, go } = require('../lib/threads')
-const { STRIDE } = require('../lib/pingpong')
+const { STRIDE, roundTripMetrics } = require('../lib/pingpong')
 
 const WORKER = path.join(__dirname, '..', 'workers', 'pingpong.js')
 
@@ -34,8 +34,7 @@ function pairs (k) {
   }
 }
 
-const RATE = { name: 'rate', label: 'round trips/s (sum of pairs)', unit: '/s', better: 'higher' }
-const CPU = { name: 'cpuUs', label: 'CPU time per round trip (all threads)', unit: 'us', better: 'lower' }
+const METRICS = roundTripMetrics('round trips/s (sum of pairs)')
 const KS = [1, 2, 4, 8]
 
 module.exports = {
@@ -45,7 +44,7 @@ module.exports = {
     id: `4-k${k}`,
     label: `k = ${k} pair${k > 1 ? 's' : ''}`,
     impls: ['ours', 'native'],
-    metrics: [RATE, CPU],
+    metrics: METRICS,
     measure: pairs(k),
     // --quick keeps the ends of the range (the target is at k = 8).
     available: (opts) => (opts.quick && k !== 1 && k !== 8 ? 'not in --quick' : null)

@@ -5,7 +5,7 @@
 const path = require('path')
 const { futex } = require('../lib/impl')
 const { withWorkers, go, startTime } = require('../lib/threads')
-const { ping } = require('../lib/pingpong')
+const { ping, roundTripMetrics, roundTripFigures } = require('../lib/pingpong')
 
 const WORKER = path.join(__dirname, '..', 'workers', 'pingpong.js')
 
@@ -21,7 +21,7 @@ async function workerToWorker (impl, { warmMs, ms }) {
     async (ctl) => go(ctl, warmMs)
   )
   const r = results[0]
-  return { rate: r.count / (r.elapsedMs / 1000), cpuUs: (r.cpuMs * 1000) / r.count }
+  return roundTripFigures(r.count, r.elapsedMs, r.cpuMs)
 }
 
 async function mainToWorker (impl, { warmMs, ms }) {
@@ -36,18 +36,17 @@ async function mainToWorker (impl, { warmMs, ms }) {
       return ping(f, c, 0, from, from + ms, 10000)
     }
   )
-  return { rate: r.count / (r.elapsedMs / 1000), cpuUs: (r.cpuMs * 1000) / r.count }
+  return roundTripFigures(r.count, r.elapsedMs, r.cpuMs)
 }
 
-const RATE = { name: 'rate', label: 'round trips/s', unit: '/s', better: 'higher' }
-const CPU = { name: 'cpuUs', label: 'CPU time per round trip (all threads)', unit: 'us', better: 'lower' }
+const METRICS = roundTripMetrics('round trips/s')
 
 module.exports = {
   id: '1',
   title: 'Sync ping-pong',
   cases: [
-    { id: '1-worker-worker', label: 'worker ↔ worker', impls: ['ours', 'native'], metrics: [RATE, CPU], measure: workerToWorker },
-    { id: '1-main-worker', label: 'main ↔ worker', impls: ['ours', 'native'], metrics: [RATE, CPU], measure: mainToWorker }
+    { id: '1-worker-worker', label: 'worker ↔ worker', impls: ['ours', 'native'], metrics: METRICS, measure: workerToWorker },
+    { id: '1-main-worker', label: 'main ↔ worker', impls: ['ours', 'native'], metrics: METRICS, measure: mainToWorker }
   ],
   comparisons: [
     { case: '1-worker-worker', metric: 'rate', ours: 'ours', base: 'native', target: 1.5 },
