@@ -1,0 +1,250 @@
+'use strict'
+// The path users take: the package and its platform packages published to a
+// real npm registry on 127.0.0.1 (Verdaccio), then `npm install shared-futex`
+// in fresh projects outside the repository.
+//
+//   npm run test:package
+//
+// The release is staged as a maintainer makes it: `npm pack` of the
+// repository (exactly the files users get), `napi create-npm-dirs`, the
+// binaries moved in with `napi artifacts`, then `npm publish`, whose
+// prepublishOnly (`napi pre-publish`) publishes one package per platform and
+// writes them into optionalDependencies. Binaries come from artifacts/
+// (`npm run build:targets`) and, for this machine's platform, from the
+// source build `npm install` made; targets with no binary are not published.
+//
+// Scenarios:
+// - prebuilt: only the host's platform package is installed and no cargo can
+//   run (PATH without it); CommonJS, ES modules, workers with the lock, the
+//   polyfill, and TypeScript (tsc --strict, module nodenext) work;
+// - the host's package left out of what is published: install builds from
+//   source with the user's cargo; with no cargo, install fails with one clear
+//   message, and `require` (after --ignore-scripts) throws a named error.
+const { test, before, after } = require('node:test')
+const assert = require('assert')
+const { spawnSync } = require('child_process')
+const fs = require('fs')
+const os = require('os')
+const path = require('path')
+const { parseTriple } = require('@napi-rs/cli')
+const { startRegistry } = require('./registry')
+const { host } = require('../../lib/platform')
+
+const ROOT = path.join(__dirname, '..', '..')
+const FIXTURES = path.join(__dirname, 'fixtures')
+const BIN = path.join(ROOT, 'node_modules', '.bin')
+const ARTIFACTS = path.join(ROOT, 'artifacts')
+const HOST = host()
+const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'))
+const work = fs.mkdtempSync(path.join(os.tmpdir(), 'shared-futex-package-'))
+
+// The environment of a user's shell: none of the npm_* variables that `npm
+// run` gives this process, no test-runner context, and $CARGO unset.
+const userEnv = {}
+for (const [k, v] of Object.entries(process.env)) {
+  if (!/^npm_/i.test(k) && k !== 'NODE_TEST_CONTEXT' && k !== 'CARGO' && k !== 'INIT_CWD') userEnv[k] = v
+}
+
+// A PATH on which `cargo` cannot be found: every directory of PATH that
+// holds no cargo, plus a directory with links to node and npm in case they
+// sit beside cargo.
+function pathWithoutCargo () {
+  const exe = (dir, name) => ['', '.exe', '.cmd'].some((ext) => fs.existsSync(path.join(dir, name + ext)))
+  const dirs = (process.env.PATH || '').split(path.delimiter).filter((d) => d && !exe(d, 'cargo'))
+  const links = path.join(work, 'bin-without-cargo')
+  fs.mkdirSync(links, { recursive: true })
+  for (const tool of ['node', 'npm']) {
+    const found = (process.env.PATH || '').split(path.delimiter).find((d) => d && exe(d, tool))
+    if (found && !dirs.includes(found) && !fs.existsSync(path.join(links, tool))) fs.symlinkSync(path.join(found, tool), path.join(links, tool))
+  }
+  return [links].concat(dirs).join(path.delimiter)
+}
+const NO_CARGO = Object.assign({}, userEnv, { PATH: pathWithoutCargo() })
+
+function run (file, args, { cwd, env = userEnv, timeout = 5 * 60 * 1000, ok = true } = {}) {
+  const r = spawnSync(file, args, { cwd, env, encoding: 'utf8', timeout, maxBuffer: 64 << 20 })
+  const out = `$ ${file} ${args.join(' ')}\n${r.stdout}${r.stderr}`
+  if (r.error) throw new Error(`${out}\n${r.error.message}`)
+  if (ok && r.status !== 0) throw new Error(`exit ${r.status}\n${out}`)
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr, out }
+}
+
+// The binaries a release can ship now: { suffix: file }.
+function availableBinaries () {
+  const found = {}
+  if (fs.existsSync(ARTIFACTS)) {
+    for (const f of fs.readdirSync(ARTIFACTS)) {
+      const m = /^shared-futex\.(.+)\.node$/.exec(f)
+      if (m) found[m[1]] = path.join(ARTIFACTS, f)
+    }
+  }
+  if (!found[HOST.suffix] && fs.existsSync(HOST.localFile)) found[HOST.suffix] = HOST.localFile
+  return found
+}
+
+// Stages and publishes a release to `registry`, leaving out the platforms in
+// `leaveOut`. Returns the suffixes published.
+function publishRelease (registry, name, { leaveOut = [] } = {}) {
+  const stageRoot = path.join(work, `stage-${name}`)
+  fs.mkdirSync(stageRoot)
+  const packed = JSON.parse(run('npm', ['pack', '--json', '--pack-destination', stageRoot], { cwd: ROOT }).stdout)[0]
+  run('tar', ['xzf', path.join(stageRoot, packed.filename), '-C', stageRoot])
+  const stage = path.join(stageRoot, 'package')
+  const env = Object.assign({}, userEnv, registry.env, { PATH: BIN + path.delimiter + userEnv.PATH })
+
+  // Only targets with a binary go into this release (the suffix of each
+  // target as the napi-rs CLI names it).
+  const binaries = availableBinaries()
+  const manifest = JSON.parse(fs.readFileSync(path.join(stage, 'package.json'), 'utf8'))
+  manifest.napi.targets = manifest.napi.targets.filter((t) => {
+    const suffix = parseTriple(t).platformArchABI
+    return binaries[suffix] && !leaveOut.includes(suffix)
+  })
+  const published = manifest.napi.targets.map((t) => parseTriple(t).platformArchABI)
+  fs.writeFileSync(path.join(stage, 'package.json'), JSON.stringify(manifest, null, 2) + '\n')
+  run('napi', ['create-npm-dirs'], { cwd: stage, env })
+  fs.mkdirSync(path.join(stage, 'artifacts'))
+  for (const s of published) fs.copyFileSync(binaries[s], path.join(stage, 'artifacts', `shared-futex.${s}.node`))
+  run('napi', ['artifacts', '--output-dir', 'artifacts', '--npm-dir', 'npm'], { cwd: stage, env })
+  run('npm', ['publish'], { cwd: stage, env })
+  return { stage, published, packed }
+}
+
+function newProject (name) {
+  const dir = path.join(work, name)
+  fs.mkdirSync(dir)
+  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name, version: '1.0.0', private: true }, null, 2))
+  // The user's programs live in the project: run from this repository,
+  // `require('shared-futex')` would find the repository itself.
+  for (const f of fs.readdirSync(FIXTURES)) fs.copyFileSync(path.join(FIXTURES, f), path.join(dir, f))
+  return dir
+}
+
+const installed = (dir) => fs.readdirSync(path.join(dir, 'node_modules')).filter((d) => d.startsWith('shared-futex')).sort()
+const localBinaries = (dir) => fs.readdirSync(path.join(dir, 'node_modules', 'shared-futex')).filter((f) => f.endsWith('.node'))
+
+let full // registry with every platform that has a binary
+let partial // the same release without this machine's platform
+let release
+before(async () => {
+  full = await startRegistry(path.join(work, 'registry-full'))
+  release = publishRelease(full, 'full')
+  partial = await startRegistry(path.join(work, 'registry-partial'))
+  publishRelease(partial, 'partial', { leaveOut: [HOST.suffix] })
+})
+
+after(async () => {
+  if (full) await full.stop()
+  if (partial) await partial.stop()
+  if (!process.env.KEEP_PACKAGE_TEST_DIR) fs.rmSync(work, { recursive: true, force: true })
+  else console.log(`# left in ${work}`)
+})
+
+test('the main tarball holds the sources a build needs and nothing else', () => {
+  const files = release.packed.files.map((f) => f.path)
+  const allowed = [
+    /^(index|polyfill)\.(js|mjs|d\.ts)$/, /^binding\.(js|d\.ts)$/, /^lib\/[\w-]+\.js$/,
+    /^src\/\w+\.rs$/, /^crates\/futex-core\/(Cargo\.toml|src\/\w+\.rs)$/,
+    /^(Cargo\.toml|Cargo\.lock|build\.rs)$/, /^scripts\/install\.js$/,
+    /^(package\.json|README\.md|LICENSE)$/
+  ]
+  assert.deepStrictEqual(files.filter((f) => !allowed.some((re) => re.test(f))), [])
+  for (const needed of ['index.js', 'binding.js', 'lib/native.js', 'lib/platform.js', 'scripts/install.js',
+    'Cargo.toml', 'Cargo.lock', 'build.rs', 'src/lib.rs', 'crates/futex-core/src/lib.rs', 'crates/futex-core/Cargo.toml']) {
+    assert.ok(files.includes(needed), `${needed} is in the tarball`)
+  }
+  console.log(`# main tarball: ${files.length} files, ${release.packed.size} bytes packed, ${release.packed.unpackedSize} unpacked`)
+})
+
+test('every published platform package names a main file that exists', () => {
+  assert.ok(release.published.includes(HOST.suffix), `${HOST.suffix} has a binary to publish`)
+  const manifest = JSON.parse(fs.readFileSync(path.join(release.stage, 'package.json'), 'utf8'))
+  assert.deepStrictEqual(Object.keys(manifest.optionalDependencies).sort(),
+    release.published.map((s) => `shared-futex-${s}`).sort())
+  for (const s of release.published) {
+    const dir = path.join(release.stage, 'npm', s)
+    const m = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8'))
+    assert.strictEqual(m.version, pkg.version)
+    assert.ok(fs.existsSync(path.join(dir, m.main)), `${s}: ${m.main} exists`)
+    console.log(`# ${m.name}: ${m.main}, ${fs.statSync(path.join(dir, m.main)).size} bytes; os ${m.os} cpu ${m.cpu}${m.libc ? ` libc ${m.libc}` : ''}`)
+  }
+})
+
+test('prebuilt: npm install shared-futex installs only this platform\'s binary and never runs cargo', () => {
+  assert.strictEqual(spawnSync('cargo', ['--version'], { env: NO_CARGO }).error.code, 'ENOENT')
+  const dir = newProject('prebuilt')
+  const env = Object.assign({}, NO_CARGO, full.env)
+  run('npm', ['install', 'shared-futex'], { cwd: dir, env })
+  assert.deepStrictEqual(installed(dir), ['shared-futex', HOST.packageName])
+  assert.deepStrictEqual(localBinaries(dir), [], 'no source build in the package directory')
+
+  const cjs = JSON.parse(run('node', ['consumer.cjs'], { cwd: dir, env }).stdout)
+  assert.strictEqual(cjs.counter, cjs.expected)
+  assert.strictEqual(cjs.woken, 'ok')
+  assert.strictEqual(cjs.notEqual, 'not-equal')
+  assert.deepStrictEqual(cjs.exitCodes, [0, 0])
+  assert.deepStrictEqual(cjs.binaries, [fs.realpathSync(path.join(dir, 'node_modules', HOST.packageName, `shared-futex.${HOST.suffix}.node`))])
+
+  const esm = JSON.parse(run('node', ['consumer.mjs'], { cwd: dir, env }).stdout)
+  assert.deepStrictEqual(esm, {
+    sameInstance: true, notEqual: 'not-equal', woken: 1, value: 'ok', locked: true, ownerDied: 'owner-died', polyfill: true
+  })
+})
+
+test('TypeScript: the installed types check under --strict, as CommonJS and as an ES module', () => {
+  const dir = path.join(work, 'prebuilt')
+  fs.copyFileSync(path.join(dir, 'consumer.ts'), path.join(dir, 'consumer.cts'))
+  fs.renameSync(path.join(dir, 'consumer.ts'), path.join(dir, 'consumer.mts'))
+  run(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
+    '--strict', '--noEmit', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022',
+    '--types', 'node', '--typeRoots', path.join(ROOT, 'node_modules', '@types'),
+    'consumer.cts', 'consumer.mts'], { cwd: dir })
+})
+
+test('--build-from-source builds with cargo even where a prebuilt binary exists', () => {
+  const dir = newProject('from-source')
+  run('npm', ['install', 'shared-futex', '--build-from-source'], { cwd: dir, env: Object.assign({}, userEnv, full.env), timeout: 10 * 60 * 1000 })
+  assert.deepStrictEqual(localBinaries(dir), [`shared-futex.${HOST.suffix}.node`])
+  const cjs = JSON.parse(run('node', ['consumer.cjs'], { cwd: dir }).stdout)
+  assert.strictEqual(cjs.counter, cjs.expected)
+  assert.deepStrictEqual(cjs.binaries, [fs.realpathSync(path.join(dir, 'node_modules', 'shared-futex', `shared-futex.${HOST.suffix}.node`))])
+  assert.ok(!fs.existsSync(path.join(dir, 'node_modules', 'shared-futex', 'target')), 'no cargo target directory is left behind')
+})
+
+test('no prebuilt binary for this platform: install builds from source with cargo', () => {
+  const dir = newProject('source')
+  const r = run('npm', ['install', 'shared-futex', '--foreground-scripts'], { cwd: dir, env: Object.assign({}, userEnv, partial.env), timeout: 10 * 60 * 1000 })
+  assert.deepStrictEqual(installed(dir), ['shared-futex'])
+  assert.match(r.out, new RegExp(`building shared-futex\\.${HOST.suffix}\\.node from source with cargo`))
+  assert.deepStrictEqual(localBinaries(dir), [`shared-futex.${HOST.suffix}.node`])
+  const cjs = JSON.parse(run('node', ['consumer.cjs'], { cwd: dir }).stdout)
+  assert.strictEqual(cjs.counter, cjs.expected)
+  assert.strictEqual(cjs.woken, 'ok')
+})
+
+test('no prebuilt binary and no cargo: install fails with one clear message', () => {
+  const dir = newProject('no-cargo')
+  const r = run('npm', ['install', 'shared-futex'], { cwd: dir, env: Object.assign({}, NO_CARGO, partial.env), ok: false })
+  assert.notStrictEqual(r.status, 0)
+  const libc = HOST.libc ? `, libc ${HOST.libc === 'gnu' ? 'glibc' : HOST.libc}` : ''
+  assert.match(r.out, new RegExp(`no prebuilt binary for ${HOST.suffix} \\(platform ${HOST.platform}, arch ${HOST.arch}${libc}\\) is installed, and cargo was not found`))
+  assert.match(r.out, new RegExp(`Tried: the package ${HOST.packageName}`))
+  assert.match(r.out, /install a Rust toolchain \(https:\/\/rustup\.rs, Rust 1\.88 or newer\) and run `npm rebuild shared-futex`/)
+})
+
+test('no binary at all: require throws an Error that names the platform, what it tried and the remedies', () => {
+  const dir = newProject('no-binary')
+  run('npm', ['install', 'shared-futex', '--ignore-scripts'], { cwd: dir, env: Object.assign({}, NO_CARGO, partial.env) })
+  const probe = "try { require('shared-futex'); console.log('{}') } catch (e) { console.log(JSON.stringify({ name: e.name, code: e.code, message: e.message, cause: Boolean(e.cause) })) }"
+  const e = JSON.parse(run('node', ['-e', probe], { cwd: dir, env: NO_CARGO }).stdout)
+  assert.strictEqual(e.name, 'Error')
+  assert.strictEqual(e.code, 'ERR_SHARED_FUTEX_NO_BINARY')
+  assert.strictEqual(e.cause, true)
+  const lines = e.message.split('\n')
+  const libc = HOST.libc ? `, libc ${HOST.libc === 'gnu' ? 'glibc' : HOST.libc}` : ''
+  assert.strictEqual(lines[0], `shared-futex: no native binary for ${HOST.suffix} (platform ${HOST.platform}, arch ${HOST.arch}${libc}, Node ${process.version}).`)
+  assert.strictEqual(lines[1], `Tried: the source build shared-futex.${HOST.suffix}.node in the package directory; the prebuilt package ${HOST.packageName} (not published for this platform).`)
+  assert.match(lines[3], /^- on a platform with a prebuilt binary \(.+\), reinstall with optional dependencies enabled/)
+  assert.ok(!lines[3].includes(HOST.suffix), 'the platforms listed are the published ones')
+  assert.strictEqual(lines[4], '- install a Rust toolchain (https://rustup.rs, Rust 1.88 or newer) and build from source: npm rebuild shared-futex --build-from-source')
+})
