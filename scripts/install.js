@@ -126,7 +126,8 @@ function buildFromSource (h, cargo) {
       } catch (e) {
         reject(e)
       } finally {
-        if (ownTarget) fs.rmSync(targetDir, { recursive: true, force: true })
+        // fs.rmSync is Node 14.14+; rmdirSync's recursive form serves Node 12.
+        if (ownTarget) (fs.rmSync || fs.rmdirSync)(targetDir, { recursive: true, force: true })
       }
     })
   })

