@@ -294,12 +294,22 @@ for (const { suffix, flags, runtime } of FOREIGN) {
   })
 }
 
-test('linux-arm64-gnu: the threads, lifecycle and lock test files pass under qemu', (t) => {
-  if (unpublished(t, 'linux-arm64-gnu')) return
-  const pkgDir = path.join(work, 'foreign-linux-arm64-gnu', 'node_modules', 'shared-futex')
-  const r = run(process.execPath, [RUNTIMES, 'suite', 'node-arm64', '--package', pkgDir], { ok: false, timeout: 15 * 60 * 1000 })
+// The test suite (copied beside the installed package, whose binary is the
+// published one) under a runtime of scripts/runtimes.js.
+function suiteOn (runtime, project, files) {
+  const pkgDir = path.join(work, project, 'node_modules', 'shared-futex')
+  const r = run(process.execPath, [RUNTIMES, 'suite', runtime, '--package', pkgDir].concat(files), { ok: false, timeout: 15 * 60 * 1000 })
   const last = r.stdout.trim().split('\n').pop()
-  console.log(`# node-arm64 suite: ${last}`)
+  console.log(`# ${runtime} suite: ${last}`)
   assert.strictEqual(r.status, 0, r.out)
   assert.match(last, /^[1-9]\d* passed, 0 failed, \d+ skipped$/)
+}
+
+test('prebuilt: the whole test suite passes on the published binary', () => {
+  suiteOn('node', 'prebuilt', ['all'])
+})
+
+test('linux-arm64-gnu: the threads, lifecycle and lock test files pass under qemu', (t) => {
+  if (unpublished(t, 'linux-arm64-gnu')) return
+  suiteOn('node-arm64', 'foreign-linux-arm64-gnu', [])
 })
