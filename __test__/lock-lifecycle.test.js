@@ -32,3 +32,16 @@ describe('async acquisitions keep the process alive (child processes)', () => {
     })
   }
 })
+
+describe('two copies of the package in one process (child process)', () => {
+  test('a lock held by a thread that only loaded the other copy is not taken over', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const r = await runChild([path.join(__dirname, 'fixtures', 'two-copies.js')], { timeoutMs: HARD_TIMEOUT })
+    const shown = `\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`
+    assert.ok(!r.timedOut && r.code === 0, shown)
+    assert.deepStrictEqual(r.stdout.split('\n').filter(Boolean), [
+      'tryLock: false', // not 'owner-died': the other copy's thread is alive
+      'lockAsync: ERR_LOCK_TIMEOUT',
+      'after unlock: acquired'
+    ], shown)
+  })
+})
