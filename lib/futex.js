@@ -37,11 +37,16 @@ function isDetached (buffer) {
 const RESULTS = ['ok', 'not-equal', 'timed-out']
 const MAX_SAFE = Number.MAX_SAFE_INTEGER
 
+// The value named in an error message, found without running user code (as
+// the built-ins do): no getter, no Proxy trap, no toString.
 function describe (value) {
   if (typeof value === 'function') return 'function'
   if (typeof value === 'symbol') return 'Symbol()'
   if (typeof value !== 'object' || value === null) return String(value)
-  return Object.prototype.toString.call(value)
+  if (types.isProxy(value)) return '[object Object]'
+  if (types.isTypedArray(value)) return `[object ${tagOf.call(value)}]`
+  if (Array.isArray(value)) return '[object Array]'
+  return '[object Object]'
 }
 
 // What `validate` found: not on shared memory (falsy), or a shared
@@ -63,8 +68,11 @@ function validate (ta) {
   return NOT_SHARED
 }
 
-// ToIndex followed by the bounds check of ValidateAtomicAccess.
+// ValidateAtomicAccess (ES2025): the array's length is read first, then
+// ToIndex runs (user code: it may grow, shrink or detach the buffer), and
+// the index is checked against the length read before.
 function toIndex (ta, index) {
+  const length = lengthOf.call(ta)
   let i
   if (typeof index === 'number' && index >= 0 && index <= MAX_SAFE) {
     i = Math.floor(index) // fast path: no user code can run
@@ -75,7 +83,7 @@ function toIndex (ta, index) {
     i = n !== n ? 0 : Math.trunc(n)
     if (i < 0 || i > MAX_SAFE) throw new RangeError('Invalid atomic access index')
   }
-  if (i >= lengthOf.call(ta)) throw new RangeError('Invalid atomic access index')
+  if (i >= length) throw new RangeError('Invalid atomic access index')
   return i
 }
 
