@@ -50,6 +50,9 @@ pub enum WaitResult {
 pub enum AsyncOutcome {
     Ok,
     TimedOut,
+    /// Ended early by [`WaitTable::expire_first`]: for the waiter, a timeout
+    /// that came sooner. It consumed no wake-up.
+    Expired,
 }
 
 /// The thread (or event loop) that async waiters belong to.
@@ -65,7 +68,9 @@ pub trait Owner: Send + Sync {
     /// `token`. An owner that learns it cannot deliver an [`AsyncOutcome::Ok`]
     /// any more (its thread is going away) passes the wake-up on with
     /// [`WaitTable::notify`]`(key, 1)`, so that the notify that counted it
-    /// still wakes someone.
+    /// still wakes someone; one that cannot deliver an
+    /// [`AsyncOutcome::Expired`] passes it on with
+    /// [`WaitTable::expire_first`]`(key)`.
     fn complete(&self, key: Key, token: u64, outcome: AsyncOutcome);
 }
 
@@ -195,10 +200,15 @@ impl WaitTable {
     /// in `notify`, so either `validate` sees the new value (and we do not
     /// queue), or we are queued before `notify` looks at the queue.
     fn enqueue(&self, key: Key, validate: impl FnOnce() -> bool, waiter: Waiter) -> Option<u64> {
+        let mut waiter = Some(waiter);
+        self.enqueue_with(key, || if validate() { waiter.take() } else { None })
+    }
+
+    /// [`enqueue`](Self::enqueue) with the waiter made by `make` under the
+    /// bucket lock (`None`: nothing is queued).
+    fn enqueue_with(&self, key: Key, make: impl FnOnce() -> Option<Waiter>) -> Option<u64> {
         let mut queues = self.bucket(key).queues.lock();
-        if !validate() {
-            return None;
-        }
+        let waiter = make()?;
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         if matches!(waiter, Waiter::Async(..)) {
             self.queued_async.fetch_add(1, Ordering::Relaxed);
@@ -328,6 +338,67 @@ impl WaitTable {
         token: u64,
     ) -> Option<Ticket> {
         self.enqueue(key, validate, Waiter::Async(owner, token)).map(|seq| Ticket { key, seq, token })
+    }
+
+    /// [`wait_async`](Self::wait_async) where `validate` also chooses the
+    /// token: it runs under the bucket lock and returns `None` for 'not
+    /// equal', or the token to queue the waiter with. Whatever `validate`
+    /// decides is therefore atomic with respect to every other operation on
+    /// `key` (for instance an [`expire_first`](Self::expire_first) that must
+    /// either see this waiter or happen before `validate` runs).
+    pub fn wait_async_with(
+        &self,
+        key: Key,
+        validate: impl FnOnce() -> Option<u64>,
+        owner: Arc<dyn Owner>,
+    ) -> Option<Ticket> {
+        let mut token = 0;
+        let seq = self.enqueue_with(key, || {
+            token = validate()?;
+            Some(Waiter::Async(owner, token))
+        })?;
+        Some(Ticket { key, seq, token })
+    }
+
+    /// Ends the oldest async waiter of `key` whose owner is alive early, with
+    /// [`AsyncOutcome::Expired`] (blocking waiters are skipped; async waiters
+    /// of dead owners are dropped on the way, as `notify` does). Consumes no
+    /// wake-up: the waiter just looks again sooner. Returns whether one was
+    /// found.
+    pub fn expire_first(&self, key: Key) -> bool {
+        let found = {
+            let mut queues = self.bucket(key).queues.lock();
+            let Some(i) = position(&queues, key) else {
+                return false;
+            };
+            let waiters = &mut queues[i].waiters;
+            let mut found = None;
+            let mut dead = Vec::new();
+            for (&seq, waiter) in waiters.iter() {
+                if let Waiter::Async(owner, token) = waiter {
+                    if owner.is_alive() {
+                        found = Some((seq, owner.clone(), *token));
+                        break;
+                    }
+                    dead.push(seq);
+                }
+            }
+            for seq in dead.iter().chain(found.as_ref().map(|(seq, ..)| seq)) {
+                waiters.remove(seq);
+                self.queued_async.fetch_sub(1, Ordering::Relaxed);
+            }
+            if waiters.is_empty() {
+                queues.swap_remove(i);
+            }
+            found
+        };
+        match found {
+            Some((_, owner, token)) => {
+                owner.complete(key, token, AsyncOutcome::Expired);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Times out an async waiter: if it is still queued it is removed and its

@@ -669,6 +669,48 @@ fn notify_skips_and_does_not_count_dead_owners() {
 }
 
 // ---------------------------------------------------------------------------
+// expire_first and wait_async_with
+
+#[test]
+fn expire_first_ends_the_oldest_live_async_waiter_and_consumes_no_wakeup() {
+    let table = Arc::new(WaitTable::default());
+    let log = Log::default();
+    let dead = Recorder::new();
+    let live = Recorder::with_log(log.clone());
+    let sync = spawn_sync_waiter(&table, K1, 1, &log, 1);
+    let _d = enqueue(&table, K1, &dead);
+    let a = enqueue(&table, K1, &live);
+    let b = enqueue(&table, K1, &live);
+    dead.alive.store(false, SeqCst);
+
+    // The blocking waiter is skipped, the dead owner's waiter dropped.
+    assert!(table.expire_first(K1));
+    assert_eq!(live.events(), vec![Event::Async(a.token, AsyncOutcome::Expired)]);
+    assert_eq!(table.len(K1), 2, "the blocking waiter and b stay queued");
+    assert!(dead.events().is_empty());
+    // No wake-up was used: one notify still wakes the blocking waiter (oldest), then b.
+    assert_eq!(table.notify(K1, 1), 1);
+    assert_eq!(sync.join().unwrap(), WaitResult::Ok);
+    assert!(table.expire_first(K1));
+    assert_eq!(live.events()[2], Event::Async(b.token, AsyncOutcome::Expired));
+    assert!(!table.expire_first(K1), "nobody left");
+    assert!(!table.expire_first(K2), "no queue at all");
+    assert_eq!(table.queued_async(), 0);
+}
+
+#[test]
+fn wait_async_with_chooses_the_token_under_the_lock() {
+    let table = WaitTable::default();
+    let owner = Recorder::new();
+    assert!(table.wait_async_with(K1, || None, owner.dyn_owner()).is_none());
+    assert_eq!(table.len(K1), 0);
+    let t = table.wait_async_with(K1, || Some(77), owner.dyn_owner()).unwrap();
+    assert_eq!(t.token, 77);
+    assert_eq!(table.notify(K1, 1), 1);
+    assert_eq!(owner.events(), vec![Event::Async(77, AsyncOutcome::Ok)]);
+}
+
+// ---------------------------------------------------------------------------
 // timer integration
 
 /// The deadline thread and notifiers race for many async waiters. Whoever
