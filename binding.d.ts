@@ -34,6 +34,8 @@ export interface Diagnostics {
   timerEntries: number
   /** Ranges of ended threads in the thread registry. */
   deadThreadRanges: number
+  /** Locks whose poll role is held by an async waiter. */
+  pollRoles: number
 }
 
 /**
@@ -51,6 +53,13 @@ export declare function isThreadAlive(threadId: number): boolean
 
 /** Wakes up to `count` waiters of `ta[index]` (`Infinity`: all); returns how many woke. */
 export declare function notify(ta: unknown, index: number, count: number): number
+
+/**
+ * Acquisition `id` of this thread is over: if it held the poll role of the
+ * lock whose word is `ta[index]`, the role goes to another waiter. Returns
+ * whether it held it.
+ */
+export declare function pollRelease(ta: unknown, index: number, id: number): boolean
 
 /**
  * Runs the liveness probe of a blocked `wait` `probes` times, then calls
@@ -79,3 +88,13 @@ export declare function wait(ta: unknown, index: number, value: unknown, timeout
  * The caller (JS) keeps `ta` alive while the waiter is pending.
  */
 export declare function waitAsync(ta: unknown, index: number, value: unknown, timeout: number, keepAlive: boolean, slot: number): number
+
+/**
+ * `waitAsync` for a waiter of a lock whose word is `ta[roleIndex]` (its
+ * waiters also sleep on `ta[altIndex]`): if acquisition `id` of this thread
+ * holds the lock's poll role, or takes it now because nobody does, the
+ * waiter times out after `pollTimeout` ms, so that it looks at the owner;
+ * otherwise after `timeout` ms (often never). The role is claimed under the
+ * bucket lock of `ta[index]` (see src/poll.rs), and kept until `pollRelease`.
+ */
+export declare function waitAsyncPolling(ta: unknown, index: number, value: unknown, timeout: number, keepAlive: boolean, slot: number, roleIndex: number, altIndex: number, id: number, pollTimeout: number): number

@@ -206,6 +206,29 @@ function queue (ta, index, value, timeout, keepAlive) {
   return promise
 }
 
+// enqueueAsync for a waiter of a lock whose word is ta[roleIndex] (its
+// waiters also sleep on ta[altIndex]): it times out after `pollTimeout` ms if
+// acquisition `id` of this thread holds the lock's poll role (taking it if
+// free), else after `timeout` ms. Keeps the event loop alive. See
+// pollRelease and src/poll.rs.
+function enqueueAsyncPolling (ta, index, value, timeout, roleIndex, altIndex, id, pollTimeout) {
+  if (!initialized) {
+    binding.initAsync(deliver)
+    initialized = true
+  }
+  const slot = freeSlots.length > 0 ? freeSlots.pop() : settlers.length
+  const seq = binding.waitAsyncPolling(ta, index, value, timeout, true, slot, roleIndex, altIndex, id, pollTimeout)
+  if (seq === 0) {
+    if (slot < settlers.length) freeSlots.push(slot)
+    return 'not-equal'
+  }
+  const promise = new Promise(capture)
+  settlers[slot] = captured
+  arrays[slot] = ta
+  pendingCount++
+  return { token: [seq, slot], promise }
+}
+
 // Takes a queued waiter back out (`token` as enqueueAsync returned it). True
 // if it had not been woken or timed out yet: it consumed no wake-up, and its
 // promise settles with 'cancelled'.
@@ -272,6 +295,8 @@ module.exports = {
     toIndex,
     toCount,
     enqueueAsync,
+    enqueueAsyncPolling,
+    pollRelease: binding.pollRelease,
     cancelAsync,
     isThreadAlive: binding.isThreadAlive,
     queueLength: binding.queueLength,

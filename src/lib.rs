@@ -14,6 +14,7 @@ use napi_derive::napi;
 use parking_lot::Mutex;
 
 mod cell;
+mod poll;
 mod resolver;
 
 use cell::Cell;
@@ -168,6 +169,66 @@ pub fn wait_async(
     Ok(ticket.seq as f64)
 }
 
+/// `waitAsync` for a waiter of a lock whose word is `ta[roleIndex]` (its
+/// waiters also sleep on `ta[altIndex]`): if acquisition `id` of this thread
+/// holds the lock's poll role, or takes it now because nobody does, the
+/// waiter times out after `pollTimeout` ms, so that it looks at the owner;
+/// otherwise after `timeout` ms (often never). The role is claimed under the
+/// bucket lock of `ta[index]` (see src/poll.rs), and kept until `pollRelease`.
+#[napi(js_name = "waitAsyncPolling")]
+#[allow(clippy::too_many_arguments)]
+pub fn wait_async_polling(
+    env: Env,
+    ta: Unknown,
+    index: f64,
+    value: Unknown,
+    timeout: f64,
+    keep_alive: bool,
+    slot: u32,
+    role_index: f64,
+    alt_index: f64,
+    id: u32,
+    poll_timeout: f64,
+) -> Result<f64> {
+    let raw_env = env.raw();
+    let owner = resolver::current()
+        .ok_or_else(|| Error::new(Status::GenericFailure, "initAsync was not called on this thread".to_owned()))?;
+    // SAFETY: handles of this call; memory is only read during this call.
+    let (cell, expected, role, alt) = unsafe {
+        let cell = Cell::resolve(raw_env, ta.raw(), index)?;
+        let role = Cell::resolve(raw_env, ta.raw(), role_index)?;
+        let alt = Cell::resolve(raw_env, ta.raw(), alt_index)?;
+        (cell, cell.expected(raw_env, value.raw())?, role.key(), alt.key())
+    };
+    let mut at = None;
+    let validate = || {
+        // SAFETY: the array argument keeps the buffer alive during the call.
+        if !unsafe { cell.holds(expected) } {
+            return None;
+        }
+        at = deadline(if poll::claim(role, alt, id) { poll_timeout.min(timeout) } else { timeout });
+        Some(Token::new(slot, keep_alive, at.is_some()).0)
+    };
+    let Some(ticket) = TABLE.wait_async_with(cell.key(), validate, owner.clone()) else {
+        return Ok(0.0);
+    };
+    owner.queued(Token(ticket.token));
+    if let Some(at) = at {
+        TIMER.schedule(at, ticket);
+    }
+    Ok(ticket.seq as f64)
+}
+
+/// Acquisition `id` of this thread is over: if it held the poll role of the
+/// lock whose word is `ta[index]`, the role goes to another waiter. Returns
+/// whether it held it.
+#[napi(js_name = "pollRelease")]
+pub fn poll_release(env: Env, ta: Unknown, index: f64, id: u32) -> Result<bool> {
+    // SAFETY: handles of this call; only the address is used afterwards.
+    let cell = unsafe { Cell::resolve(env.raw(), ta.raw(), index)? };
+    Ok(poll::release(cell.key(), id))
+}
+
 /// Takes a queued async waiter of this thread back out (abort): the one
 /// `waitAsync` queued on `ta[index]` with sequence number `seq`. True if it
 /// was still queued: it consumed no wake-up and no outcome will be delivered
@@ -287,6 +348,8 @@ pub struct Diagnostics {
     pub timer_entries: u32,
     /// Ranges of ended threads in the thread registry.
     pub dead_thread_ranges: u32,
+    /// Locks whose poll role is held by an async waiter.
+    pub poll_roles: u32,
 }
 
 #[napi(js_name = "diagnostics")]
@@ -298,5 +361,6 @@ pub fn diagnostics() -> Diagnostics {
         resolvers: resolver::RESOLVERS.load(Relaxed) as u32,
         timer_entries: TIMER.pending() as u32,
         dead_thread_ranges: DEAD.lock().len() as u32,
+        poll_roles: poll::held() as u32,
     }
 }

@@ -140,9 +140,16 @@ unsafe impl Send for Inner {}
 
 /// A wake-up that reached a thread which can no longer act on it goes to the
 /// next waiter of its address: the notify that counted it still wakes someone.
+/// An early end (the hand-over of a lock's poll role) goes on the same way.
 fn pass_on(key: Key, outcome: AsyncOutcome) {
-    if outcome == AsyncOutcome::Ok {
-        TABLE.notify(key, 1);
+    match outcome {
+        AsyncOutcome::Ok => {
+            TABLE.notify(key, 1);
+        }
+        AsyncOutcome::Expired => {
+            TABLE.expire_first(key);
+        }
+        AsyncOutcome::TimedOut => {}
     }
 }
 
@@ -153,7 +160,7 @@ impl Owner for Resolver {
 
     fn complete(&self, key: Key, token: u64, outcome: AsyncOutcome) {
         let token = Token(token);
-        if outcome == AsyncOutcome::Ok && token.timed() {
+        if outcome != AsyncOutcome::TimedOut && token.timed() {
             // Settled before its deadline: its timer entry has nothing left to do.
             TIMER.forget(1);
         }
@@ -350,7 +357,7 @@ unsafe extern "C" fn call_js(env: sys::napi_env, deliver: sys::napi_value, conte
         }
         let list = std::slice::from_raw_parts_mut(data as *mut u32, batch.len());
         for (entry, &(_, token, outcome)) in list.iter_mut().zip(&batch) {
-            *entry = (token.slot() << 1) | u32::from(outcome == AsyncOutcome::TimedOut);
+            *entry = (token.slot() << 1) | u32::from(outcome != AsyncOutcome::Ok);
         }
         let mut array = ptr::null_mut();
         let mut undefined = ptr::null_mut();
@@ -380,6 +387,8 @@ unsafe extern "C" fn cleanup(arg: *mut c_void) {
     let mut timed = 0;
     TABLE.remove_owner(&owner, |token| timed += usize::from(Token(token).timed()));
     TIMER.forget(timed);
+    // ...the locks whose owner its waiters were watching get another watcher...
+    crate::poll::thread_ended(resolver.js_thread);
     // ...wake-ups this thread took but will never see go on to the next
     // waiter, as do later ones (from notifiers that saw it alive)...
     let batch = {
