@@ -45,9 +45,13 @@ async function main () {
   `, { eval: true, workerData: lock.buffer })
   await new Promise((resolve) => holder.once('message', resolve))
 
-  const aborts = new AbortController()
+  const aborts = []
   const pending = []
-  for (let i = 0; i < args.waiters; i++) pending.push(lock.lockAsync({ signal: aborts.signal }).catch(() => {}))
+  for (let i = 0; i < args.waiters; i++) {
+    const ac = new AbortController()
+    aborts.push(ac)
+    pending.push(lock.lockAsync({ signal: ac.signal }).catch(() => {}))
+  }
   // Let every waiter get past its first short sleep.
   await new Promise((resolve) => setTimeout(resolve, 200))
 
@@ -62,7 +66,7 @@ async function main () {
   console.log(`${args.waiters} idle lockAsync waiters, ${(wallMs / 1000).toFixed(1)} s: ` +
     `${(share * 100).toFixed(2)} % of one CPU (process total), owner looked at ${looked} times`)
 
-  aborts.abort()
+  for (const ac of aborts) ac.abort()
   await Promise.all(pending)
   await holder.terminate()
 }

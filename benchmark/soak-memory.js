@@ -1,7 +1,7 @@
 'use strict'
 // Soak: memory of a long-running process, ours and native side by side.
 //
-//   node benchmark/soak-memory.js [--seconds 20] [--only 1|2] [--impl ours|native]
+//   node benchmark/soak-memory.js [--seconds 20] [--only 1|2] [--impl ours,native,load,none]
 //
 // Scenario 1, worker churn: rounds of 16 workers that each queue 200
 // waitAsync (keep-alive, half with a one-hour timeout), half of which then
@@ -9,6 +9,10 @@
 // Scenario 2, fresh buffers: one waitAsync stays pending for the whole run
 // while jobs each wait on a fresh 1 MiB SharedArrayBuffer (waitAsync →
 // notify → await).
+//
+// Two controls for scenario 1 (--impl load, --impl none): workers that only
+// load the package, and workers that load nothing; what they grow is the
+// cost of a worker, not of its waiters.
 //
 // Each (scenario, implementation) runs in a child process with --expose-gc
 // for `--seconds` seconds. The first fifth of the run is warm-up; after it
@@ -36,7 +40,7 @@ function parse (argv) {
 }
 
 function api (impl) {
-  if (impl === 'native') {
+  if (impl === 'native' || impl === 'none') {
     return { waitAsync: Atomics.waitAsync, notify: Atomics.notify, path: null }
   }
   const m = require(ROOT)
@@ -55,6 +59,14 @@ async function memory () {
 }
 
 function workerSource (impl) {
+  if (impl === 'load' || impl === 'none') {
+    return `
+const { parentPort } = require('worker_threads')
+${impl === 'load' ? `require(${JSON.stringify(ROOT)})` : ''}
+parentPort.on('message', () => {})
+parentPort.postMessage('queued')
+`
+  }
   const load = impl === 'native'
     ? 'const waitAsync = Atomics.waitAsync; const wait = Atomics.wait'
     : `const { waitAsync, wait, setKeepAlive } = require(${JSON.stringify(ROOT)}); setKeepAlive(true)`
@@ -139,7 +151,7 @@ function main () {
     run(impl, args.seconds).then((r) => process.stdout.write(JSON.stringify(r) + '\n'))
     return
   }
-  const impls = args.impl ? [args.impl] : ['ours', 'native']
+  const impls = args.impl ? args.impl.split(',') : ['ours', 'native']
   const scenarios = args.only ? [args.only] : ['1', '2']
   for (const scenario of scenarios) {
     for (const impl of impls) {
