@@ -15,7 +15,7 @@
 // cost of a worker, not of its waiters.
 //
 // Each (scenario, implementation) runs in a child process with --expose-gc
-// for `--seconds` seconds. The first fifth of the run is warm-up; after it
+// for `--seconds` seconds. The first half of the run is warm-up; after it
 // and at the end, memory is read after GC. Printed: growth of RSS per 1,000
 // workers (scenario 1) and of RSS and array buffers per 1,000 buffers
 // (scenario 2). A leak shows as growth that does not shrink with a longer
@@ -88,7 +88,7 @@ async function churn (impl, seconds) {
   let workers = 0
   let start = null
   const t0 = Date.now()
-  const warmUntil = t0 + seconds * 200
+  const warmUntil = t0 + seconds * 500
   for (;;) {
     const ws = await Promise.all(Array.from({ length: 16 }, (_, k) => new Promise((resolve, reject) => {
       const w = new Worker(source, { eval: true, workerData: { buffer: ta.buffer, block: k % 2 === 1 } })
@@ -116,7 +116,7 @@ async function buffers (impl, seconds) {
   let jobs = 0
   let start = null
   const t0 = Date.now()
-  const warmUntil = t0 + seconds * 200
+  const warmUntil = t0 + seconds * 500
   for (;;) {
     for (let k = 0; k < 50; k++) {
       const ta = new Int32Array(new SharedArrayBuffer(1 << 20))
