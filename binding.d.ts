@@ -11,45 +11,90 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 
 /**
  * Takes a queued async waiter of this thread back out (abort): the one
- * `lastWaiter` described as `[seq, slot]`. True if it was still queued; its
- * promise then settles with 'cancelled' and it consumed no wake-up. False if
- * its outcome was already decided.
+ * `waitAsync` queued on `ta[index]` with sequence number `seq`. True if it
+ * was still queued: it consumed no wake-up and no outcome will be delivered
+ * for it. False if its outcome was already decided.
  */
-export declare function cancelAsync(ta: unknown, index: number, seq: number, slot: number): boolean
+export declare function cancelAsync(ta: unknown, index: number, seq: number): boolean
+
+export declare function diagnostics(): Diagnostics
+
+/**
+ * What the process holds natively for waiters and threads (diagnostics and
+ * tests). All counts are process-wide.
+ */
+export interface Diagnostics {
+  /** Async waiters queued in the wait table. */
+  queuedAsync: number
+  /** Outcomes decided but not yet handed to their thread. */
+  undelivered: number
+  /** Threads' resolvers not yet freed. */
+  resolvers: number
+  /** Entries in the deadline heap (including early-settled ones not yet compacted away). */
+  timerEntries: number
+  /** Ranges of ended threads in the thread registry. */
+  deadThreadRanges: number
+  /** Locks whose poll role is held by an async waiter. */
+  pollRoles: number
+}
 
 /**
  * Creates this thread's resolver (its one threadsafe function) around
- * `idle()`, called whenever the thread's last pending waiter has settled.
- * Idempotent.
+ * `deliver(list)`, called on this thread with each batch of outcomes: a
+ * `Uint32Array` of `slot << 1 | timedOut`. Idempotent.
  */
-export declare function initAsync(idle: unknown): void
-
-/** Whether the thread `thread_id` registered and has not been torn down. */
-export declare function isThreadAlive(threadId: number): boolean
+export declare function initAsync(deliver: unknown): void
 
 /**
- * This thread's most recent queued async waiter, as `[seq, slot]`, for
- * `cancelAsync` (read right after `waitAsync` returned a promise).
+ * False only for a thread known to have ended: one that loaded this copy
+ * of the addon (`registerThread`) and was torn down since.
  */
-export declare function lastWaiter(): Array<number>
+export declare function isThreadAlive(threadId: number): boolean
 
 /** Wakes up to `count` waiters of `ta[index]` (`Infinity`: all); returns how many woke. */
 export declare function notify(ta: unknown, index: number, count: number): number
 
+/**
+ * Acquisition `id` of this thread is over: if it held the poll role of the
+ * lock whose word is `ta[index]`, the role goes to another waiter. Returns
+ * whether it held it.
+ */
+export declare function pollRelease(ta: unknown, index: number, id: number): boolean
+
+/**
+ * Runs the liveness probe of a blocked `wait` `probes` times, then calls
+ * `then()` within the same N-API call (for tests: with V8's
+ * `--check-handle-count`, a `gc()` there fails if the probes left handles
+ * behind). Returns whether the thread may still run JavaScript.
+ */
+export declare function probeAlive(probes: number, then: unknown): boolean
+
 /** Waiters currently queued on `ta[index]` (diagnostics and tests). */
 export declare function queueLength(ta: unknown, index: number): number
 
-/** Records that thread `thread_id` is alive until its env is torn down. */
+/** Watches this thread, `thread_id`, so that its end is recorded. */
 export declare function registerThread(threadId: number): void
 
 /** Blocking wait on `ta[index]`. Returns 0 'ok', 1 'not-equal', 2 'timed-out'. */
 export declare function wait(ta: unknown, index: number, value: unknown, timeout: number): number
 
 /**
- * Queues an async waiter on `ta[index]` for this thread. Returns `null` if
- * the value differs ('not-equal'), otherwise the waiter's promise of 'ok' or
- * 'timed-out'. With `keepAlive`, the thread's event loop stays alive until
- * the promise settles. The caller (JS) keeps `ta` alive until this thread
- * has no pending waiter left (the `idle` callback given to `initAsync`).
+ * Queues an async waiter on `ta[index]` for this thread, under the name
+ * `slot` (its place in the thread's table of promises in `lib/futex.js`).
+ * Returns its sequence number (which, with the address, names it for
+ * `cancelAsync`), or 0 if the value differs ('not-equal'). Its outcome is
+ * later handed to the `deliver` callback given to `initAsync`, on this
+ * thread. With `keepAlive`, the thread's event loop stays alive until then.
+ * The caller (JS) keeps `ta` alive while the waiter is pending.
  */
-export declare function waitAsync(ta: unknown, index: number, value: unknown, timeout: number, keepAlive: boolean): Promise<'ok' | 'timed-out'> | null
+export declare function waitAsync(ta: unknown, index: number, value: unknown, timeout: number, keepAlive: boolean, slot: number): number
+
+/**
+ * `waitAsync` for a waiter of a lock whose word is `ta[roleIndex]` (its
+ * waiters also sleep on `ta[altIndex]`): if acquisition `id` of this thread
+ * holds the lock's poll role, or takes it now because nobody does, the
+ * waiter times out after `pollTimeout` ms, so that it looks at the owner;
+ * otherwise after `timeout` ms (often never). The role is claimed under the
+ * bucket lock of `ta[index]` (see src/poll.rs), and kept until `pollRelease`.
+ */
+export declare function waitAsyncPolling(ta: unknown, index: number, value: unknown, timeout: number, keepAlive: boolean, slot: number, roleIndex: number, altIndex: number, id: number, pollTimeout: number): number

@@ -836,11 +836,14 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.cancelAsync = nativeBinding.cancelAsync
+module.exports.diagnostics = nativeBinding.diagnostics
 module.exports.initAsync = nativeBinding.initAsync
 module.exports.isThreadAlive = nativeBinding.isThreadAlive
-module.exports.lastWaiter = nativeBinding.lastWaiter
 module.exports.notify = nativeBinding.notify
+module.exports.pollRelease = nativeBinding.pollRelease
+module.exports.probeAlive = nativeBinding.probeAlive
 module.exports.queueLength = nativeBinding.queueLength
 module.exports.registerThread = nativeBinding.registerThread
 module.exports.wait = nativeBinding.wait
 module.exports.waitAsync = nativeBinding.waitAsync
+module.exports.waitAsyncPolling = nativeBinding.waitAsyncPolling

@@ -7,6 +7,7 @@ const assert = require('assert')
 const path = require('path')
 const { test, describe } = require('./harness')
 const { canObserveBlocking, runChild } = require('./util')
+const { kind } = require('./subject')
 
 const HARD_TIMEOUT = 20000
 const LONG = { timeout: HARD_TIMEOUT + 10000 }
@@ -85,5 +86,30 @@ describe('lifecycle (child processes)', () => {
     const lines = await expectExit('notify-races-terminate.js', [], 0)
     assert.strictEqual(lines.length, 21, lines.join('\n'))
     assert.strictEqual(lines[20], 'done')
+  })
+
+  const moduleOnly = kind === 'module' ? {} : { skip: 'the module\'s own delivery and probes' }
+
+  test('(f) a waiter notified by its own thread is delivered before exit, also when the timer thread scheduled the delivery', Object.assign({}, LONG, moduleOnly), async () => {
+    const lines = await expectExit('notify-at-exit.js', [], 0)
+    assert.deepStrictEqual(lines, ['notify: 1', 'b: ok'])
+  })
+
+  for (const how of ['sync', 'async']) {
+    // V8 counts such a wake-up and gives it to nobody (the second worker
+    // times out): this is the module's alone.
+    const skip = !canObserveBlocking ? 'needs /proc/thread-self' : kind !== 'module' ? 'V8 loses this wake-up' : false
+    test(`(g) a wake-up taken by a ${how} waiter of a worker being terminated goes to the next waiter`, Object.assign({}, LONG, skip ? { skip } : {}), async () => {
+      const lines = await expectExit('terminate-passes-on.js', [how], 0)
+      assert.deepStrictEqual(lines, ['notify: 1', 'second: ok', 'then: 0'])
+    })
+  }
+
+  test('(h) the liveness probe of a blocked wait leaves no handle behind', Object.assign({}, LONG, moduleOnly), async () => {
+    const r = await runChild([path.join(__dirname, 'fixtures', 'probe-handles.js'), '10000'], { timeoutMs: HARD_TIMEOUT })
+    assert.ok(r.result, `${r.stdout}${r.stderr}`)
+    assert.strictEqual(r.result.alive, true)
+    // Without a scope of its own each probe leaves 3 handles: 30 000 here.
+    assert.ok(r.result.handleScopeEdges < 1000, `${r.result.handleScopeEdges} handles open after 10 000 probes`)
   })
 })

@@ -32,3 +32,49 @@ describe('async acquisitions keep the process alive (child processes)', () => {
     })
   }
 })
+
+describe('two copies of the package in one process (child process)', () => {
+  test('a lock held by a thread that only loaded the other copy is not taken over', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const r = await runChild([path.join(__dirname, 'fixtures', 'two-copies.js')], { timeoutMs: HARD_TIMEOUT })
+    const shown = `\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`
+    assert.ok(!r.timedOut && r.code === 0, shown)
+    assert.deepStrictEqual(r.stdout.split('\n').filter(Boolean), [
+      'tryLock: false', // not 'owner-died': the other copy's thread is alive
+      'lockAsync: ERR_LOCK_TIMEOUT',
+      'after unlock: acquired'
+    ], shown)
+  })
+})
+
+describe('only one async waiter of a held lock watches its owner (child process)', () => {
+  test('the poll role passes on when its holder times out or is aborted, and a dead owner is still noticed', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const r = await runChild([path.join(__dirname, 'fixtures', 'lock-poll-role.js')], { timeoutMs: HARD_TIMEOUT })
+    const shown = `\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`
+    assert.ok(!r.timedOut && r.code === 0 && r.result, shown)
+    const { phase0, phase1, aborted, phase2, outcomes, pollRoles } = r.result
+    // While w0 waited, nobody but w0 looked at the owner.
+    assert.ok(phase0.length > 0, shown)
+    assert.deepStrictEqual([...new Set(phase0)], [0], shown)
+    // Then exactly one other waiter did, and after its abort exactly one more.
+    assert.strictEqual(new Set(phase1).size, 1, shown)
+    assert.notStrictEqual(phase1[0], 0, shown)
+    assert.strictEqual(new Set(phase2).size, 1, shown)
+    assert.ok(phase2[0] !== 0 && phase2[0] !== aborted, shown)
+    // The owner's death reached the waiters left: all got the lock, one was told.
+    assert.strictEqual(outcomes[0], 'ERR_LOCK_TIMEOUT', shown)
+    assert.strictEqual(outcomes[aborted], 'ABORT_ERR', shown)
+    const rest = outcomes.filter((o, k) => k !== 0 && k !== aborted)
+    assert.strictEqual(rest.filter((o) => o === 'owner-died').length, 1, shown)
+    assert.strictEqual(rest.filter((o) => o === 'acquired').length, rest.length - 1, shown)
+    assert.strictEqual(pollRoles, 0, shown)
+  })
+
+  test('the poll role of a terminated thread passes to a waiter of another thread', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const r = await runChild([path.join(__dirname, 'fixtures', 'lock-poll-death.js')], { timeoutMs: HARD_TIMEOUT })
+    const shown = `\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`
+    assert.ok(!r.timedOut && r.code === 0 && r.result, shown)
+    assert.strictEqual(r.result.whileB, 0, `the main thread's waiters looked while another thread held the role${shown}`)
+    assert.deepStrictEqual(r.result.outcomes.slice().sort(), ['acquired', 'acquired', 'acquired', 'owner-died'], shown)
+    assert.strictEqual(r.result.pollRoles, 0, shown)
+  })
+})

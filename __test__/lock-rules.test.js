@@ -20,13 +20,15 @@ const isTimeout = { name: 'LockTimeoutError', code: 'ERR_LOCK_TIMEOUT' }
 
 // Counts calls into the addon's wait / notify / waitAsync while f runs.
 async function nativeCalls (f) {
-  const names = ['wait', 'notify', 'waitAsync']
+  // A lock's async waiter sleeps through waitAsyncPolling: counted as a waitAsync.
+  const names = ['wait', 'notify', 'waitAsync', 'waitAsyncPolling']
   const saved = {}
   const counts = { wait: 0, notify: 0, waitAsync: 0 }
   for (const n of names) {
     saved[n] = binding[n]
+    const counted = n === 'waitAsyncPolling' ? 'waitAsync' : n
     binding[n] = function () {
-      counts[n]++
+      counts[counted]++
       return saved[n].apply(this, arguments)
     }
   }

@@ -10,7 +10,12 @@
 //   'cancelled'  (async only) the AbortSignal fired and the waiter was taken
 //                back out of the queue before anyone woke it
 //
-// and finally returns its result. The same procedure code serves `lock()`
+// and finally returns its result.
+//
+// A request may also name a poll role (`role`: the acquisition's number, with
+// `roleAt` and `altAt`, the lock's two indexes): the blocking driver ignores
+// it, the async one sleeps for `timeout` only if this acquisition holds the
+// role of the lock at `roleAt` (see enqueueAsyncPolling), else for `idle`. The same procedure code serves `lock()`
 // and `lockAsync()`: only the driver differs.
 //
 // Cancellation contract (tokio's): when the signal fires, `ctx.cancelled`
@@ -24,7 +29,7 @@
 const futex = require('./futex')
 
 const { wait } = futex
-const { enqueueAsync, cancelAsync } = futex.internal
+const { enqueueAsync, enqueueAsyncPolling, cancelAsync } = futex.internal
 
 function runBlocking (ta, gen) {
   let step = gen.next()
@@ -61,7 +66,9 @@ function runAsync (ta, gen, ctx, signal) {
         step = gen.next(result)
         while (!step.done) {
           const w = step.value
-          const q = enqueueAsync(ta, w.index, w.value, w.timeout, true)
+          const q = w.role === undefined
+            ? enqueueAsync(ta, w.index, w.value, w.timeout, true)
+            : enqueueAsyncPolling(ta, w.index, w.value, w.idle, w.roleAt, w.altAt, w.role, w.timeout)
           if (q === 'not-equal') {
             step = gen.next('not-equal')
             continue

@@ -37,11 +37,16 @@ function isDetached (buffer) {
 const RESULTS = ['ok', 'not-equal', 'timed-out']
 const MAX_SAFE = Number.MAX_SAFE_INTEGER
 
+// The value named in an error message, found without running user code (as
+// the built-ins do): no getter, no Proxy trap, no toString.
 function describe (value) {
   if (typeof value === 'function') return 'function'
   if (typeof value === 'symbol') return 'Symbol()'
   if (typeof value !== 'object' || value === null) return String(value)
-  return Object.prototype.toString.call(value)
+  if (types.isProxy(value)) return '[object Object]'
+  if (types.isTypedArray(value)) return `[object ${tagOf.call(value)}]`
+  if (Array.isArray(value)) return '[object Array]'
+  return '[object Object]'
 }
 
 // What `validate` found: not on shared memory (falsy), or a shared
@@ -63,8 +68,11 @@ function validate (ta) {
   return NOT_SHARED
 }
 
-// ToIndex followed by the bounds check of ValidateAtomicAccess.
+// ValidateAtomicAccess (ES2025): the array's length is read first, then
+// ToIndex runs (user code: it may grow, shrink or detach the buffer), and
+// the index is checked against the length read before.
 function toIndex (ta, index) {
+  const length = lengthOf.call(ta)
   let i
   if (typeof index === 'number' && index >= 0 && index <= MAX_SAFE) {
     i = Math.floor(index) // fast path: no user code can run
@@ -75,7 +83,7 @@ function toIndex (ta, index) {
     i = n !== n ? 0 : Math.trunc(n)
     if (i < 0 || i > MAX_SAFE) throw new RangeError('Invalid atomic access index')
   }
-  if (i >= lengthOf.call(ta)) throw new RangeError('Invalid atomic access index')
+  if (i >= length) throw new RangeError('Invalid atomic access index')
   return i
 }
 
@@ -114,17 +122,59 @@ function validateShared (ta) {
 
 // --- async waiters of this thread -----------------------------------------
 
-// The promises of queued waiters are created and settled natively (see
-// src/promises.rs). What JS keeps: the typed arrays of this thread's pending
-// waiters, so that their SharedArrayBuffers (and so the queued addresses)
-// stay alive. Cleared whenever the thread has no pending waiter left.
-const live = new Set()
+// A queued waiter of this thread has a slot here, named by its number, which
+// the native table knows it by. The slot holds what the waiter needs exactly
+// as long as it is pending, and nothing longer:
+//   settlers[slot]  the function that settles its promise
+//   arrays[slot]    its typed array: the SharedArrayBuffer, and so the queued
+//                   address, cannot be collected and reused while it waits
+// Both are dropped when the waiter settles (delivered, cancelled). When the
+// thread ends, its heap goes with it: nothing native refers to either.
+let settlers = []
+let arrays = []
+let freeSlots = []
+let pendingCount = 0
 let keepAliveDefault = false
 let initialized = false
 
-function idle () {
-  live.clear()
+// `new Promise(capture)` hands its resolve function out without a closure per call.
+let captured
+function capture (resolve) { captured = resolve }
+
+function settle (slot, value) {
+  const resolve = settlers[slot]
+  settlers[slot] = undefined
+  arrays[slot] = undefined
+  freeSlots.push(slot)
+  pendingCount--
+  resolve(value)
 }
+
+// Called natively on this thread with a batch of outcomes: slot << 1 | timedOut.
+// (Each waiter has exactly one outcome, so each slot appears once.)
+function deliver (list) {
+  const n = list.length
+  for (let k = 0; k < n; k++) {
+    const entry = list[k]
+    const slot = entry >>> 1
+    const resolve = settlers[slot]
+    settlers[slot] = undefined
+    arrays[slot] = undefined
+    freeSlots.push(slot)
+    resolve((entry & 1) === 0 ? 'ok' : 'timed-out')
+  }
+  pendingCount -= n
+  if (pendingCount === 0 && settlers.length > 65536) {
+    // Nothing pending: let go of the tables a burst of waiters grew.
+    settlers = []
+    arrays = []
+    freeSlots = []
+  }
+}
+
+// The sequence number and slot of the most recent waiter queueAsync queued.
+let lastSeq = 0
+let lastSlot = 0
 
 // Queues an async waiter whose arguments are already converted. Returns
 // 'not-equal', or { token, promise } with a promise of 'ok' | 'timed-out'.
@@ -132,24 +182,60 @@ function idle () {
 function enqueueAsync (ta, index, value, timeout, keepAlive) {
   const promise = queue(ta, index, value, timeout, keepAlive)
   if (promise === null) return 'not-equal'
-  return { token: binding.lastWaiter(), promise }
+  return { token: [lastSeq, lastSlot], promise }
 }
 
 function queue (ta, index, value, timeout, keepAlive) {
   if (!initialized) {
-    binding.initAsync(idle)
+    binding.initAsync(deliver)
     initialized = true
   }
-  const promise = binding.waitAsync(ta, index, value, timeout, keepAlive)
-  if (promise !== null) live.add(ta)
+  const slot = freeSlots.length > 0 ? freeSlots.pop() : settlers.length
+  const seq = binding.waitAsync(ta, index, value, timeout, keepAlive, slot)
+  if (seq === 0) {
+    if (slot < settlers.length) freeSlots.push(slot)
+    return null
+  }
+  // Its outcome is delivered on this thread, after this call: in time.
+  const promise = new Promise(capture)
+  settlers[slot] = captured
+  arrays[slot] = ta
+  pendingCount++
+  lastSeq = seq
+  lastSlot = slot
   return promise
+}
+
+// enqueueAsync for a waiter of a lock whose word is ta[roleIndex] (its
+// waiters also sleep on ta[altIndex]): it times out after `pollTimeout` ms if
+// acquisition `id` of this thread holds the lock's poll role (taking it if
+// free), else after `timeout` ms. Keeps the event loop alive. See
+// pollRelease and src/poll.rs.
+function enqueueAsyncPolling (ta, index, value, timeout, roleIndex, altIndex, id, pollTimeout) {
+  if (!initialized) {
+    binding.initAsync(deliver)
+    initialized = true
+  }
+  const slot = freeSlots.length > 0 ? freeSlots.pop() : settlers.length
+  const seq = binding.waitAsyncPolling(ta, index, value, timeout, true, slot, roleIndex, altIndex, id, pollTimeout)
+  if (seq === 0) {
+    if (slot < settlers.length) freeSlots.push(slot)
+    return 'not-equal'
+  }
+  const promise = new Promise(capture)
+  settlers[slot] = captured
+  arrays[slot] = ta
+  pendingCount++
+  return { token: [seq, slot], promise }
 }
 
 // Takes a queued waiter back out (`token` as enqueueAsync returned it). True
 // if it had not been woken or timed out yet: it consumed no wake-up, and its
 // promise settles with 'cancelled'.
 function cancelAsync (ta, index, token) {
-  return binding.cancelAsync(ta, index, token[0], token[1])
+  if (!binding.cancelAsync(ta, index, token[0])) return false
+  settle(token[1], 'cancelled')
+  return true
 }
 
 // --- the three operations --------------------------------------------------
@@ -209,9 +295,16 @@ module.exports = {
     toIndex,
     toCount,
     enqueueAsync,
+    enqueueAsyncPolling,
+    pollRelease: binding.pollRelease,
     cancelAsync,
     isThreadAlive: binding.isThreadAlive,
     queueLength: binding.queueLength,
-    threadId
+    threadId,
+    // For tests: what the process holds natively (see src/lib.rs), what this
+    // thread holds for its pending async waiters, and the probe of a blocked wait.
+    diagnostics: binding.diagnostics,
+    pendingAsync: () => ({ pending: pendingCount, slots: settlers.length }),
+    probeAlive: binding.probeAlive
   }
 }

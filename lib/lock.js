@@ -34,9 +34,13 @@
 // Each thread knows which of its acquisitions registered (at most one per
 // thread: the registration is a compareExchange from 0).
 //
-// Owner death: a waiter never sleeps longer than SLICE ms at a time; after a
-// slice it asks the addon whether WORD's owner thread is still alive. If not,
-// it takes WORD over with one compareExchange and reports OWNER_DIED.
+// Owner death: a waiter that holds the lock's poll role never sleeps longer
+// than SLICE ms at a time; after a slice it asks the addon whether WORD's
+// owner thread is still alive. If not, it takes WORD over with one
+// compareExchange and reports OWNER_DIED. One async waiter per lock holds the
+// role (src/poll.rs), the others sleep until woken; when the holder's
+// acquisition ends or its thread dies, the role is handed to another waiter.
+// Blocking waiters always look after each slice.
 //
 // All accesses are Atomics operations, which are sequentially consistent:
 // what a thread wrote under the lock is visible to the next owner.
@@ -46,7 +50,7 @@ const errors = require('./errors')
 const { now, show, sharedView, timeoutOf, asyncOptions, callbackOf, DISPOSE } = require('./options')
 
 const { notify } = futex
-const { isThreadAlive, threadId } = futex.internal
+const { isThreadAlive, pollRelease, threadId } = futex.internal
 const { ACQUIRED, OWNER_DIED, LockTimeoutError, LockOwnershipError, DeadlockError, abortError } = errors
 
 const WORD = 0
@@ -72,6 +76,12 @@ const TIMED_OUT = 1
 const CANCELLED = 2
 const DEADLOCK = 3
 
+// Acquisitions of this thread that reached the contended procedure are
+// numbered: the number names the holder of a lock's poll role.
+let acquisitions = 0
+// For tests: called with the acquisition's number before each look at the owner.
+let probeHook = null
+
 const VIEW = Symbol('AsyncLock view')
 const NEVER_CANCELLED = Object.freeze({ cancelled: false })
 
@@ -91,6 +101,17 @@ function describeOwner (word) {
 // the caller's thread sleeps, so a lock held by this very thread (another
 // acquisition of it) can never be released while we wait.
 function * contended (ta, deadline, ctx, blocking) {
+  acquisitions = (acquisitions + 1) & ID_MASK
+  const id = acquisitions
+  try {
+    return yield * contendedLoop(ta, deadline, ctx, blocking, id)
+  } finally {
+    // Whichever way it ended, the lock's watch on its owner goes on elsewhere.
+    if (!blocking) pollRelease(ta, WORD, id)
+  }
+}
+
+function * contendedLoop (ta, deadline, ctx, blocking, id) {
   const start = now()
   let heir = false // we registered in SLOT
   let finishing = false // SLOT was claimed for us: refusing is no longer possible
@@ -162,6 +183,7 @@ function * contended (ta, deadline, ctx, blocking) {
     // 3. Take it over if its owner's thread is gone.
     const owner = ownerOf(w)
     if (checkOwner) {
+      if (owner !== ME && probeHook !== null) probeHook(id)
       if (owner !== ME && !isThreadAlive(owner - 1)) {
         if (Atomics.compareExchange(ta, WORD, w, LOCKED_BY_ME | C) === w) {
           afterRecovery(ta, heir)
@@ -203,11 +225,16 @@ function * contended (ta, deadline, ctx, blocking) {
     //    not the heir yet first sleeps only until it has waited HANDOFF_AFTER:
     //    a waiter that only woke when notified could sit at the back of the
     //    queue for long, since a waiter that loses the race after its wake-up
-    //    queues again behind the others.
+    //    queues again behind the others. An async waiter that does not hold
+    //    the poll role does without the slice (`idle`).
     let timeout = SLICE
+    let idle = Infinity
     if (!heir) {
       const untilHeir = start + HANDOFF_AFTER - now()
-      if (untilHeir > 0 && untilHeir < timeout) timeout = untilHeir
+      if (untilHeir > 0) {
+        idle = untilHeir
+        if (untilHeir < timeout) timeout = untilHeir
+      }
     }
     if (deadline !== Infinity && !finishing) {
       const remaining = deadline - now()
@@ -216,13 +243,14 @@ function * contended (ta, deadline, ctx, blocking) {
         continue
       }
       if (remaining < timeout) timeout = remaining
+      if (remaining < idle) idle = remaining
     }
     let result
     if (heir) {
-      result = yield { index: waitIndex, value: waitValue, timeout }
+      result = yield { index: waitIndex, value: waitValue, timeout, idle, role: id, roleAt: WORD, altAt: SLOT }
       woken = false
     } else {
-      result = yield { index: WORD, value: w | C, timeout }
+      result = yield { index: WORD, value: w | C, timeout, idle, role: id, roleAt: WORD, altAt: SLOT }
       woken = result === 'ok'
     }
     if (result === 'timed-out') checkOwner = true
@@ -497,5 +525,14 @@ function heldByThisThread (ta) {
 module.exports = {
   AsyncLock,
   // Internal, for Condition.
-  internal: { viewOf, heldByThisThread, acquireBlocking, acquireAsync, release }
+  internal: {
+    viewOf,
+    heldByThisThread,
+    acquireBlocking,
+    acquireAsync,
+    release,
+    // For tests: fn(acquisition number) runs before each look at the
+    // liveness of another thread that owns the lock; null to stop.
+    setProbeHook (fn) { probeHook = fn }
+  }
 }

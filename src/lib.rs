@@ -3,7 +3,6 @@
 //! the errors users see live in JS; this layer re-checks what memory safety
 //! depends on and talks to the process-wide wait table.
 
-use std::collections::HashSet;
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::LazyLock;
@@ -15,19 +14,24 @@ use napi_derive::napi;
 use parking_lot::Mutex;
 
 mod cell;
-mod promises;
+mod poll;
 mod resolver;
 
 use cell::Cell;
+use resolver::Token;
 
 /// Every waiter of the process, sync and async, from every thread.
 pub(crate) static TABLE: LazyLock<WaitTable> = LazyLock::new(WaitTable::default);
 
-/// Deadlines of async waiters with a finite timeout.
-static TIMER: LazyLock<Timer<Ticket>> = LazyLock::new(|| {
-    Timer::new(|ticket| {
-        TABLE.timeout(ticket);
-    })
+/// Deadlines of async waiters with a finite timeout. Entries of waiters
+/// settled early are reported with `forget` and compacted away.
+pub(crate) static TIMER: LazyLock<Timer<Ticket>> = LazyLock::new(|| {
+    Timer::with_liveness(
+        |ticket| {
+            TABLE.timeout(ticket);
+        },
+        |ticket| TABLE.is_queued(ticket.key, ticket.seq),
+    )
 });
 
 /// A blocked `wait` checks this often whether its thread is being stopped.
@@ -49,15 +53,49 @@ fn deadline(ms: f64) -> Option<Instant> {
 
 /// Whether this thread may still run JavaScript. Once `worker.terminate()` or
 /// `process.exit()` has started, property access on the global fails.
+///
+/// The handles the probe creates live in a scope of its own: a `wait` that
+/// blocks for a day probes about two million times inside one N-API call,
+/// whose own scope would otherwise keep every one of them until it returns.
 fn js_alive(env: sys::napi_env) -> bool {
     // SAFETY: `env` is the live env of the N-API call this runs inside; the
-    // property name is a NUL-terminated literal; out-pointers are locals.
+    // scope is closed on every path after being opened; the property name is
+    // a NUL-terminated literal; out-pointers are locals.
     unsafe {
+        let mut scope = ptr::null_mut();
+        if sys::napi_open_handle_scope(env, &mut scope) != sys::Status::napi_ok {
+            return false;
+        }
         let mut global = ptr::null_mut();
         let mut value = ptr::null_mut();
-        sys::napi_get_global(env, &mut global) == sys::Status::napi_ok
-            && sys::napi_get_named_property(env, global, c"Atomics".as_ptr(), &mut value) == sys::Status::napi_ok
+        let alive = sys::napi_get_global(env, &mut global) == sys::Status::napi_ok
+            && sys::napi_get_named_property(env, global, c"Atomics".as_ptr(), &mut value) == sys::Status::napi_ok;
+        sys::napi_close_handle_scope(env, scope);
+        alive
     }
+}
+
+/// Runs the liveness probe of a blocked `wait` `probes` times, then calls
+/// `then()` within the same N-API call (for tests: with V8's
+/// `--check-handle-count`, a `gc()` there fails if the probes left handles
+/// behind). Returns whether the thread may still run JavaScript.
+#[napi(js_name = "probeAlive")]
+pub fn probe_alive(env: Env, probes: u32, then: Unknown) -> Result<bool> {
+    let raw_env = env.raw();
+    let mut alive = true;
+    for _ in 0..probes {
+        alive &= js_alive(raw_env);
+    }
+    let mut undefined = ptr::null_mut();
+    // SAFETY: live env and function handle of this call; out-pointers are locals.
+    let status = unsafe {
+        sys::napi_get_undefined(raw_env, &mut undefined);
+        sys::napi_call_function(raw_env, undefined, then.raw(), 0, ptr::null(), ptr::null_mut())
+    };
+    if status != sys::Status::napi_ok {
+        return Err(Error::new(Status::PendingException, "the callback threw".to_owned()));
+    }
+    Ok(alive)
 }
 
 /// Blocking wait on `ta[index]`. Returns 0 'ok', 1 'not-equal', 2 'timed-out'.
@@ -90,26 +128,23 @@ pub fn notify(env: Env, ta: Unknown, index: f64, count: f64) -> Result<u32> {
     Ok(TABLE.notify(cell.key(), count) as u32)
 }
 
-thread_local! {
-    /// This thread's most recent queued async waiter: its place in the queue
-    /// and its slot in the thread's table of promises (see `lastWaiter`).
-    static LAST_WAITER: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
-}
-
-/// Queues an async waiter on `ta[index]` for this thread. Returns `null` if
-/// the value differs ('not-equal'), otherwise the waiter's promise of 'ok' or
-/// 'timed-out'. With `keepAlive`, the thread's event loop stays alive until
-/// the promise settles. The caller (JS) keeps `ta` alive until this thread
-/// has no pending waiter left (the `idle` callback given to `initAsync`).
-#[napi(js_name = "waitAsync", ts_return_type = "Promise<'ok' | 'timed-out'> | null")]
-pub fn wait_async<'env>(
-    env: &'env Env,
+/// Queues an async waiter on `ta[index]` for this thread, under the name
+/// `slot` (its place in the thread's table of promises in `lib/futex.js`).
+/// Returns its sequence number (which, with the address, names it for
+/// `cancelAsync`), or 0 if the value differs ('not-equal'). Its outcome is
+/// later handed to the `deliver` callback given to `initAsync`, on this
+/// thread. With `keepAlive`, the thread's event loop stays alive until then.
+/// The caller (JS) keeps `ta` alive while the waiter is pending.
+#[napi(js_name = "waitAsync")]
+pub fn wait_async(
+    env: Env,
     ta: Unknown,
     index: f64,
     value: Unknown,
     timeout: f64,
     keep_alive: bool,
-) -> Result<Unknown<'env>> {
+    slot: u32,
+) -> Result<f64> {
     let raw_env = env.raw();
     let owner = resolver::current()
         .ok_or_else(|| Error::new(Status::GenericFailure, "initAsync was not called on this thread".to_owned()))?;
@@ -120,106 +155,175 @@ pub fn wait_async<'env>(
     };
     // SAFETY: the array argument keeps the buffer alive during the call.
     let validate = || unsafe { cell.holds(expected) };
-    let token = promises::reserve();
-    let Some(ticket) = TABLE.wait_async(cell.key(), validate, owner.clone(), token) else {
-        promises::release(token);
-        let mut null = ptr::null_mut();
-        // SAFETY: live env of this call.
-        unsafe { sys::napi_get_null(raw_env, &mut null) };
-        // SAFETY: `null` is a value of this env.
-        return Ok(unsafe { Unknown::from_raw_unchecked(raw_env, null) });
+    let at = deadline(timeout);
+    let token = Token::new(slot, keep_alive, at.is_some());
+    let Some(ticket) = TABLE.wait_async(cell.key(), validate, owner.clone(), token.0) else {
+        return Ok(0.0);
     };
     // The waiter may already be decided by another thread, but its outcome
-    // can only be delivered on this thread, after this call: recording the
-    // promise now is in time.
-    // SAFETY: live env of this call, on the resolver's thread.
-    let promise = unsafe { promises::create(raw_env, token, keep_alive, &owner) };
-    let promise = match promise {
-        Ok(p) => p,
-        Err(e) => {
-            // Creating a promise only fails when the env is going away. If a
-            // notifier took the waiter first, its delivery finds no promise
-            // in the slot and is dropped; that one slot is not reused.
-            if TABLE.cancel(ticket) {
-                promises::release(token);
-            }
-            return Err(e);
-        }
-    };
-    if let Some(at) = deadline(timeout) {
+    // can only be delivered on this thread, after this call returns.
+    owner.queued(token);
+    if let Some(at) = at {
         TIMER.schedule(at, ticket);
     }
-    LAST_WAITER.set((ticket.seq, token));
-    // SAFETY: `promise` is a value of this env.
-    Ok(unsafe { Unknown::from_raw_unchecked(raw_env, promise) })
+    Ok(ticket.seq as f64)
 }
 
-/// This thread's most recent queued async waiter, as `[seq, slot]`, for
-/// `cancelAsync` (read right after `waitAsync` returned a promise).
-#[napi(js_name = "lastWaiter")]
-pub fn last_waiter() -> Vec<f64> {
-    let (seq, slot) = LAST_WAITER.get();
-    vec![seq as f64, slot as f64]
+/// `waitAsync` for a waiter of a lock whose word is `ta[roleIndex]` (its
+/// waiters also sleep on `ta[altIndex]`): if acquisition `id` of this thread
+/// holds the lock's poll role, or takes it now because nobody does, the
+/// waiter times out after `pollTimeout` ms, so that it looks at the owner;
+/// otherwise after `timeout` ms (often never). The role is claimed under the
+/// bucket lock of `ta[index]` (see src/poll.rs), and kept until `pollRelease`.
+#[napi(js_name = "waitAsyncPolling")]
+#[allow(clippy::too_many_arguments)]
+pub fn wait_async_polling(
+    env: Env,
+    ta: Unknown,
+    index: f64,
+    value: Unknown,
+    timeout: f64,
+    keep_alive: bool,
+    slot: u32,
+    role_index: f64,
+    alt_index: f64,
+    id: u32,
+    poll_timeout: f64,
+) -> Result<f64> {
+    let raw_env = env.raw();
+    let owner = resolver::current()
+        .ok_or_else(|| Error::new(Status::GenericFailure, "initAsync was not called on this thread".to_owned()))?;
+    // SAFETY: handles of this call; memory is only read during this call.
+    let (cell, expected, role, alt) = unsafe {
+        let cell = Cell::resolve(raw_env, ta.raw(), index)?;
+        let role = Cell::resolve(raw_env, ta.raw(), role_index)?;
+        let alt = Cell::resolve(raw_env, ta.raw(), alt_index)?;
+        (cell, cell.expected(raw_env, value.raw())?, role.key(), alt.key())
+    };
+    let mut at = None;
+    let validate = || {
+        // SAFETY: the array argument keeps the buffer alive during the call.
+        if !unsafe { cell.holds(expected) } {
+            return None;
+        }
+        at = deadline(if poll::claim(role, alt, id) { poll_timeout.min(timeout) } else { timeout });
+        Some(Token::new(slot, keep_alive, at.is_some()).0)
+    };
+    let Some(ticket) = TABLE.wait_async_with(cell.key(), validate, owner.clone()) else {
+        return Ok(0.0);
+    };
+    owner.queued(Token(ticket.token));
+    if let Some(at) = at {
+        TIMER.schedule(at, ticket);
+    }
+    Ok(ticket.seq as f64)
+}
+
+/// Acquisition `id` of this thread is over: if it held the poll role of the
+/// lock whose word is `ta[index]`, the role goes to another waiter. Returns
+/// whether it held it.
+#[napi(js_name = "pollRelease")]
+pub fn poll_release(env: Env, ta: Unknown, index: f64, id: u32) -> Result<bool> {
+    // SAFETY: handles of this call; only the address is used afterwards.
+    let cell = unsafe { Cell::resolve(env.raw(), ta.raw(), index)? };
+    Ok(poll::release(cell.key(), id))
 }
 
 /// Takes a queued async waiter of this thread back out (abort): the one
-/// `lastWaiter` described as `[seq, slot]`. True if it was still queued; its
-/// promise then settles with 'cancelled' and it consumed no wake-up. False if
-/// its outcome was already decided.
+/// `waitAsync` queued on `ta[index]` with sequence number `seq`. True if it
+/// was still queued: it consumed no wake-up and no outcome will be delivered
+/// for it. False if its outcome was already decided.
 #[napi(js_name = "cancelAsync")]
-pub fn cancel_async(env: Env, ta: Unknown, index: f64, seq: f64, slot: f64) -> Result<bool> {
-    let raw_env = env.raw();
+pub fn cancel_async(env: Env, ta: Unknown, index: f64, seq: f64) -> Result<bool> {
     let Some(owner) = resolver::current() else { return Ok(false) };
     // SAFETY: handles of this call; only the address is used afterwards.
-    let cell = unsafe { Cell::resolve(raw_env, ta.raw(), index)? };
-    // (key, seq) names exactly one waiter, whichever slot it was given.
-    if !TABLE.cancel(Ticket { key: cell.key(), seq: seq as u64, token: slot as u64 }) {
-        return Ok(false);
+    let cell = unsafe { Cell::resolve(env.raw(), ta.raw(), index)? };
+    // (key, seq) names exactly one waiter.
+    match TABLE.take(cell.key(), seq as u64) {
+        Some(token) => {
+            owner.cancelled(Token(token));
+            Ok(true)
+        }
+        None => Ok(false),
     }
-    // SAFETY: live env of this call, on the resolver's thread.
-    unsafe {
-        let cancelled = resolver::outcome_string(raw_env, "cancelled");
-        promises::settle(raw_env, slot as u64, cancelled, &owner);
-    }
-    Ok(true)
 }
 
 /// Creates this thread's resolver (its one threadsafe function) around
-/// `idle()`, called whenever the thread's last pending waiter has settled.
-/// Idempotent.
+/// `deliver(list)`, called on this thread with each batch of outcomes: a
+/// `Uint32Array` of `slot << 1 | timedOut`. Idempotent.
 #[napi(js_name = "initAsync")]
-pub fn init_async(env: Env, idle: Unknown) -> Result<()> {
+pub fn init_async(env: Env, deliver: Unknown) -> Result<()> {
     // SAFETY: handles of this call on this thread.
-    unsafe { resolver::init(env.raw(), idle.raw()) }
+    unsafe { resolver::init(env.raw(), deliver.raw()) }
 }
 
-/// Thread ids (`worker_threads.threadId`) of the threads that loaded this
-/// module and have not been torn down.
-static THREADS: LazyLock<Mutex<HashSet<u32>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
+/// Thread ids (`worker_threads.threadId`) of the threads whose env was torn
+/// down, as sorted, disjoint, non-adjacent ranges `[start, end)`.
+///
+/// Deaths, not lives: a thread this copy of the addon never saw (it uses
+/// another copy of the package, or none) must count as alive, or a lock it
+/// holds would look abandoned. Node never reuses a thread id and hands them
+/// out in increasing order, so the deaths of a pool's workers merge into a
+/// few ranges: the registry grows with the threads still alive (and ids this
+/// copy never saw), not with every thread that ever ran.
+static DEAD: Mutex<Vec<(u32, u32)>> = Mutex::new(Vec::new());
 
-unsafe extern "C" fn unregister_thread(arg: *mut c_void) {
-    THREADS.lock().remove(&(arg as usize as u32));
+fn record_death(id: u32) {
+    let mut dead = DEAD.lock();
+    // The first range that ends at or after `id`.
+    let i = dead.partition_point(|&(_, end)| end < id);
+    if i < dead.len() && dead[i].0 <= id && id < dead[i].1 {
+        return;
+    }
+    let joins_left = i < dead.len() && dead[i].1 == id;
+    let joins_right = if joins_left { i + 1 < dead.len() && dead[i + 1].0 == id + 1 } else { i < dead.len() && dead[i].0 == id + 1 };
+    match (joins_left, joins_right) {
+        (true, true) => {
+            dead[i].1 = dead[i + 1].1;
+            dead.remove(i + 1);
+        }
+        (true, false) => dead[i].1 = id + 1,
+        (false, true) => dead[i].0 = id,
+        (false, false) => dead.insert(i, (id, id + 1)),
+    }
 }
 
-/// Records that thread `thread_id` is alive until its env is torn down.
+fn is_dead(id: u32) -> bool {
+    let dead = DEAD.lock();
+    let i = dead.partition_point(|&(_, end)| end <= id);
+    i < dead.len() && dead[i].0 <= id
+}
+
+unsafe extern "C" fn thread_ended(arg: *mut c_void) {
+    record_death(arg as usize as u32);
+}
+
+thread_local! {
+    /// Whether this thread's death is already watched for.
+    static REGISTERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Watches this thread, `thread_id`, so that its end is recorded.
 #[napi(js_name = "registerThread")]
 pub fn register_thread(env: Env, thread_id: u32) -> Result<()> {
-    if THREADS.lock().insert(thread_id) {
-        // SAFETY: the hook only reads its argument as an integer.
-        let status = unsafe {
-            sys::napi_add_env_cleanup_hook(env.raw(), Some(unregister_thread), thread_id as usize as *mut c_void)
-        };
-        if status != sys::Status::napi_ok {
-            return Err(Error::new(Status::GenericFailure, "napi_add_env_cleanup_hook failed".to_owned()));
-        }
+    if REGISTERED.get() {
+        return Ok(());
     }
+    // SAFETY: the hook only reads its argument as an integer.
+    let status =
+        unsafe { sys::napi_add_env_cleanup_hook(env.raw(), Some(thread_ended), thread_id as usize as *mut c_void) };
+    if status != sys::Status::napi_ok {
+        return Err(Error::new(Status::GenericFailure, "napi_add_env_cleanup_hook failed".to_owned()));
+    }
+    REGISTERED.set(true);
     Ok(())
 }
 
-/// Whether the thread `thread_id` registered and has not been torn down.
+/// False only for a thread known to have ended: one that loaded this copy
+/// of the addon (`registerThread`) and was torn down since.
 #[napi(js_name = "isThreadAlive")]
 pub fn is_thread_alive(thread_id: u32) -> bool {
-    THREADS.lock().contains(&thread_id)
+    !is_dead(thread_id)
 }
 
 /// Waiters currently queued on `ta[index]` (diagnostics and tests).
@@ -228,4 +332,35 @@ pub fn queue_length(env: Env, ta: Unknown, index: f64) -> Result<u32> {
     // SAFETY: handles of this call; only the address is used afterwards.
     let cell = unsafe { Cell::resolve(env.raw(), ta.raw(), index)? };
     Ok(TABLE.len(cell.key()) as u32)
+}
+
+/// What the process holds natively for waiters and threads (diagnostics and
+/// tests). All counts are process-wide.
+#[napi(object)]
+pub struct Diagnostics {
+    /// Async waiters queued in the wait table.
+    pub queued_async: u32,
+    /// Outcomes decided but not yet handed to their thread.
+    pub undelivered: u32,
+    /// Threads' resolvers not yet freed.
+    pub resolvers: u32,
+    /// Entries in the deadline heap (including early-settled ones not yet compacted away).
+    pub timer_entries: u32,
+    /// Ranges of ended threads in the thread registry.
+    pub dead_thread_ranges: u32,
+    /// Locks whose poll role is held by an async waiter.
+    pub poll_roles: u32,
+}
+
+#[napi(js_name = "diagnostics")]
+pub fn diagnostics() -> Diagnostics {
+    use std::sync::atomic::Ordering::Relaxed;
+    Diagnostics {
+        queued_async: TABLE.queued_async() as u32,
+        undelivered: resolver::UNDELIVERED.load(Relaxed) as u32,
+        resolvers: resolver::RESOLVERS.load(Relaxed) as u32,
+        timer_entries: TIMER.pending() as u32,
+        dead_thread_ranges: DEAD.lock().len() as u32,
+        poll_roles: poll::held() as u32,
+    }
 }

@@ -3,33 +3,71 @@
 //! # Implementation details
 //!
 //! Each thread (N-API env) that uses `waitAsync` gets exactly one
-//! [`Resolver`]: one threadsafe function plus a batch of finished tokens.
+//! [`Resolver`]: one threadsafe function plus a batch of finished waiters.
 //! [`Owner::complete`] (called by a notifier or the timer thread) appends the
-//! token to the batch and, only if the batch was empty, calls the threadsafe
+//! waiter to the batch and, only if the batch was empty, calls the threadsafe
 //! function. When the JS thread runs the call, it takes the whole batch and
-//! settles each waiter's promise (see `promises.rs`). A notify-all of 100k
-//! waiters thus costs one wake-up of the owning thread, not 100k. When the
-//! thread has no pending waiter left, the JS `idle` callback is called, so
-//! that JS can let go of the typed arrays it kept alive for them.
+//! hands it to the JS `deliver` callback as one `Uint32Array`, which settles
+//! the promises (`lib/futex.js`). A notify-all of 100k waiters thus costs one
+//! wake-up of the owning thread and one call into JS, not 100k.
+//!
+//! Nothing native refers to a waiter's promise: the promise, the function
+//! that settles it and the typed array it waits on live in the JS thread's
+//! heap, in a slot named by the waiter's [`Token`]. When the thread ends, its
+//! isolate takes all of them with it; a native handle (a `napi_deferred`)
+//! would outlive it, since N-API can only free one by settling it, and a
+//! thread that is being stopped can no longer settle anything.
 //!
 //! Lifetime: the threadsafe function is released by the env cleanup hook (or
-//! finalized by Node), and every call to it happens under `inner`'s lock after
-//! checking it is still there, so a notify racing with a worker's exit never
-//! touches a freed threadsafe function. The cleanup hook also marks the
-//! resolver dead and removes its waiters from the table: a dead thread's
-//! waiters are neither woken nor counted.
+//! finalized by Node), and every call to it happens under `tsfn`'s read lock
+//! after checking it is still there, so a notify racing with a worker's exit
+//! never touches a freed threadsafe function. The cleanup hook also marks the
+//! resolver dead, removes its waiters from the table, and closes the batch:
+//! a dead thread's waiters are neither woken nor counted, and a wake-up that
+//! reached the batch but can no longer be delivered goes to the next waiter
+//! of its address.
 
 use std::ffi::c_void;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::ThreadId;
 
-use futex_core::{AsyncOutcome, Owner};
+use futex_core::{AsyncOutcome, Key, Owner};
 use napi::{sys, Error, Result, Status};
 use parking_lot::{Mutex, RwLock};
 
-use crate::{promises, TABLE};
+use crate::{TABLE, TIMER};
+
+/// Completions waiting in batches for their thread, over all threads (diagnostics).
+pub static UNDELIVERED: AtomicUsize = AtomicUsize::new(0);
+/// Resolvers not yet dropped, over all threads (diagnostics).
+pub static RESOLVERS: AtomicUsize = AtomicUsize::new(0);
+
+/// What the table knows an async waiter by: its slot in the JS thread's
+/// table of promises (`lib/futex.js`), and two flags.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Token(pub u64);
+
+impl Token {
+    const KEEP_ALIVE: u64 = 1;
+    const TIMED: u64 = 2;
+
+    pub fn new(slot: u32, keep_alive: bool, timed: bool) -> Token {
+        Token(((slot as u64) << 2) | if timed { Self::TIMED } else { 0 } | if keep_alive { Self::KEEP_ALIVE } else { 0 })
+    }
+    pub fn slot(self) -> u32 {
+        (self.0 >> 2) as u32
+    }
+    /// The waiter keeps its thread's event loop alive while pending.
+    pub fn keep_alive(self) -> bool {
+        self.0 & Self::KEEP_ALIVE != 0
+    }
+    /// The waiter has an entry in the timer.
+    pub fn timed(self) -> bool {
+        self.0 & Self::TIMED != 0
+    }
+}
 
 pub struct Resolver {
     /// Cleared by the env cleanup hook, before the thread's waiters are removed.
@@ -53,28 +91,32 @@ unsafe impl Send for Tsfn {}
 unsafe impl Sync for Tsfn {}
 
 struct Inner {
-    /// Finished waiters not yet delivered.
-    batch: Vec<(u64, AsyncOutcome)>,
+    /// Finished waiters not yet delivered: address, token, outcome.
+    /// Invariant: empty once `closed`.
+    batch: Vec<(Key, Token, AsyncOutcome)>,
     /// A call of the threadsafe function is queued and has not run yet.
     scheduled: bool,
+    /// Set by the cleanup hook: the thread will run no more JavaScript, so
+    /// completions are not batched any more but passed on.
+    closed: bool,
     /// The env the function was created on; only used on `js_thread`.
     env: sys::napi_env,
-    /// The user asked pending waiters to keep the event loop alive.
-    keep_alive: bool,
+    /// Pending waiters of this thread that keep its event loop alive.
+    keep_alive: usize,
     /// A batch decided on the JS thread itself (a same-thread notify) is
     /// waiting for delivery: like a task posted by V8, it must run even if
     /// nothing else keeps the loop alive.
     delivering: bool,
     /// Whether the function is currently ref'd (uv handles are ref'd or not,
-    /// not counted), i.e. `keep_alive || delivering` as last applied.
+    /// not counted), i.e. `keep_alive > 0 || delivering` as last applied.
     refed: bool,
 }
 
 impl Inner {
-    /// Refs or unrefs the function to match `keep_alive || delivering`.
+    /// Refs or unrefs the function to match `keep_alive > 0 || delivering`.
     /// Must run on the JS thread (libuv handles are not thread-safe).
     fn apply_ref(&mut self, tsfn: &RwLock<Tsfn>) {
-        let want = self.keep_alive || self.delivering;
+        let want = self.keep_alive > 0 || self.delivering;
         let tsfn = tsfn.read();
         if want == self.refed || tsfn.0.is_null() {
             return;
@@ -96,21 +138,43 @@ impl Inner {
 // SAFETY: `env` is only used on the JS thread (`apply_ref`).
 unsafe impl Send for Inner {}
 
+/// A wake-up that reached a thread which can no longer act on it goes to the
+/// next waiter of its address: the notify that counted it still wakes someone.
+/// An early end (the hand-over of a lock's poll role) goes on the same way.
+fn pass_on(key: Key, outcome: AsyncOutcome) {
+    match outcome {
+        AsyncOutcome::Ok => {
+            TABLE.notify(key, 1);
+        }
+        AsyncOutcome::Expired => {
+            TABLE.expire_first(key);
+        }
+        AsyncOutcome::TimedOut => {}
+    }
+}
+
 impl Owner for Resolver {
     fn is_alive(&self) -> bool {
         self.alive.load(Ordering::Acquire)
     }
 
-    fn complete(&self, token: u64, outcome: AsyncOutcome) {
+    fn complete(&self, key: Key, token: u64, outcome: AsyncOutcome) {
+        let token = Token(token);
+        if outcome != AsyncOutcome::TimedOut && token.timed() {
+            // Settled before its deadline: its timer entry has nothing left to do.
+            TIMER.forget(1);
+        }
         let first = {
             let mut inner = self.inner.lock();
-            inner.batch.push((token, outcome));
+            if inner.closed {
+                drop(inner);
+                return pass_on(key, outcome);
+            }
+            inner.batch.push((key, token, outcome));
+            UNDELIVERED.fetch_add(1, Ordering::Relaxed);
             !std::mem::replace(&mut inner.scheduled, true)
         };
-        if !first {
-            return; // the call that will deliver the batch is already queued
-        }
-        let called = {
+        let called = !first || {
             let tsfn = self.tsfn.read();
             // SAFETY: non-null under the read lock, so neither released nor
             // finalized (both null it under the write lock before it is freed).
@@ -124,7 +188,11 @@ impl Owner for Resolver {
                 } == sys::Status::napi_ok
         };
         // A failed call means the function is closing with its thread: the
-        // batch is never delivered, and nobody is left to deliver it to.
+        // batch is never delivered, and the cleanup hook passes it on. A
+        // completion decided on the JS thread itself must be delivered even if
+        // nothing else keeps the loop alive, also when the call that delivers
+        // it was queued earlier by another thread (the timer's, say), which
+        // could not ref this thread's loop.
         if called && std::thread::current().id() == self.js_thread {
             let mut inner = self.inner.lock();
             inner.delivering = true;
@@ -134,12 +202,35 @@ impl Owner for Resolver {
 }
 
 impl Resolver {
-    /// Sets whether the thread's event loop is kept alive on behalf of pending
-    /// waiters. Must be called on the JS thread, inside an N-API call.
-    pub fn set_keep_alive(&self, on: bool) {
-        let mut inner = self.inner.lock();
-        inner.keep_alive = on;
-        inner.apply_ref(&self.tsfn);
+    /// A waiter of this thread was queued. Must be called on the JS thread,
+    /// inside an N-API call.
+    pub fn queued(&self, token: Token) {
+        if token.keep_alive() {
+            let mut inner = self.inner.lock();
+            inner.keep_alive += 1;
+            inner.apply_ref(&self.tsfn);
+        }
+    }
+
+    /// A waiter of this thread left the queue without an outcome (cancelled).
+    /// Must be called on the JS thread, inside an N-API call.
+    pub fn cancelled(&self, token: Token) {
+        if token.timed() {
+            TIMER.forget(1);
+        }
+        if token.keep_alive() {
+            let mut inner = self.inner.lock();
+            inner.keep_alive -= 1;
+            inner.apply_ref(&self.tsfn);
+        }
+    }
+}
+
+impl Drop for Resolver {
+    fn drop(&mut self) {
+        let inner = self.inner.get_mut();
+        UNDELIVERED.fetch_sub(inner.batch.len(), Ordering::Relaxed);
+        RESOLVERS.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -161,15 +252,16 @@ fn check(status: sys::napi_status, what: &str) -> Result<()> {
     }
 }
 
-/// Creates this thread's resolver; `idle` is called when the thread's last
-/// pending waiter settles.
+/// Creates this thread's resolver; `deliver(list)` is called on this thread
+/// with each batch of outcomes, a `Uint32Array` of `slot << 1 | timedOut`.
 ///
 /// # Safety
-/// `env` and `idle` must be live handles of the current N-API call on this thread.
-pub unsafe fn init(env: sys::napi_env, idle: sys::napi_value) -> Result<()> {
+/// `env` and `deliver` must be live handles of the current N-API call on this thread.
+pub unsafe fn init(env: sys::napi_env, deliver: sys::napi_value) -> Result<()> {
     if current().is_some() {
         return Ok(());
     }
+    RESOLVERS.fetch_add(1, Ordering::Relaxed);
     let resolver = Arc::new(Resolver {
         alive: AtomicBool::new(true),
         js_thread: std::thread::current().id(),
@@ -177,8 +269,9 @@ pub unsafe fn init(env: sys::napi_env, idle: sys::napi_value) -> Result<()> {
         inner: Mutex::new(Inner {
             batch: Vec::new(),
             scheduled: false,
+            closed: false,
             env,
-            keep_alive: false,
+            keep_alive: 0,
             delivering: false,
             refed: true,
         }),
@@ -198,7 +291,7 @@ pub unsafe fn init(env: sys::napi_env, idle: sys::napi_value) -> Result<()> {
     let status = unsafe {
         sys::napi_create_threadsafe_function(
             env,
-            idle,
+            deliver,
             ptr::null_mut(),
             name,
             0,
@@ -215,7 +308,7 @@ pub unsafe fn init(env: sys::napi_env, idle: sys::napi_value) -> Result<()> {
         drop(unsafe { Arc::from_raw(held as *const Resolver) });
         return check(status, "napi_create_threadsafe_function");
     }
-    // Pending waiters do not keep the event loop alive unless asked (`promises::create`).
+    // Pending waiters do not keep the event loop alive unless asked (`queued`).
     *resolver.tsfn.write() = Tsfn(tsfn);
     resolver.inner.lock().apply_ref(&resolver.tsfn);
     let hook_arg = Arc::into_raw(resolver.clone()) as *mut c_void;
@@ -225,11 +318,11 @@ pub unsafe fn init(env: sys::napi_env, idle: sys::napi_value) -> Result<()> {
     Ok(())
 }
 
-/// Runs on the owning JS thread: settles the whole batch.
-unsafe extern "C" fn call_js(env: sys::napi_env, idle: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
+/// Runs on the owning JS thread: hands the whole batch to `deliver`.
+unsafe extern "C" fn call_js(env: sys::napi_env, deliver: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
     // A null env means Node is draining the queue of a closing function. It
     // does so *after* `finalize` released `context`: touch nothing.
-    if env.is_null() || idle.is_null() {
+    if env.is_null() || deliver.is_null() {
         return;
     }
     // SAFETY: with a live env the function is open, so `finalize` has not
@@ -239,50 +332,40 @@ unsafe extern "C" fn call_js(env: sys::napi_env, idle: sys::napi_value, context:
         let mut inner = resolver.inner.lock();
         inner.scheduled = false;
         inner.delivering = false;
+        let batch = std::mem::take(&mut inner.batch);
+        inner.keep_alive -= batch.iter().filter(|(_, token, _)| token.keep_alive()).count();
         inner.apply_ref(&resolver.tsfn);
-        std::mem::take(&mut inner.batch)
+        batch
     };
+    UNDELIVERED.fetch_sub(batch.len(), Ordering::Relaxed);
     if batch.is_empty() {
         return;
     }
-    // SAFETY: env is this thread's live env during the callback. Handle
-    // scopes are opened and closed in pairs around each chunk, so a batch of
-    // 100k waiters does not pile up 100k handles.
+    // SAFETY: env is this thread's live env during the callback; `data` is
+    // the array buffer's memory of `batch.len()` u32s, written before the
+    // buffer is handed to JS. Handles live in the callback's scope.
     unsafe {
-        for chunk in batch.chunks(256) {
-            let mut scope = ptr::null_mut();
-            if sys::napi_open_handle_scope(env, &mut scope) != sys::Status::napi_ok {
-                return;
+        let mut data: *mut c_void = ptr::null_mut();
+        let mut buffer = ptr::null_mut();
+        if sys::napi_create_arraybuffer(env, batch.len() * 4, &mut data, &mut buffer) != sys::Status::napi_ok {
+            // Only when the env is going away: its cleanup hook passes on
+            // nothing for these (they left the batch), so do it here.
+            for &(key, _, outcome) in &batch {
+                pass_on(key, outcome);
             }
-            let ok = outcome_string(env, "ok");
-            let timed_out = outcome_string(env, "timed-out");
-            for &(token, outcome) in chunk {
-                let value = match outcome {
-                    AsyncOutcome::Ok => ok,
-                    AsyncOutcome::TimedOut => timed_out,
-                };
-                promises::settle(env, token, value, resolver);
-            }
-            sys::napi_close_handle_scope(env, scope);
+            return;
         }
-        if promises::is_empty() {
-            let mut undefined = ptr::null_mut();
-            sys::napi_get_undefined(env, &mut undefined);
-            // An exception thrown by `idle` is reported by Node as uncaught.
-            sys::napi_call_function(env, undefined, idle, 0, ptr::null(), ptr::null_mut());
+        let list = std::slice::from_raw_parts_mut(data as *mut u32, batch.len());
+        for (entry, &(_, token, outcome)) in list.iter_mut().zip(&batch) {
+            *entry = (token.slot() << 1) | u32::from(outcome != AsyncOutcome::Ok);
         }
+        let mut array = ptr::null_mut();
+        let mut undefined = ptr::null_mut();
+        sys::napi_create_typedarray(env, sys::TypedarrayType::uint32_array, batch.len(), buffer, 0, &mut array);
+        sys::napi_get_undefined(env, &mut undefined);
+        // An exception thrown by `deliver` is reported by Node as uncaught.
+        sys::napi_call_function(env, undefined, deliver, 1, &array, ptr::null_mut());
     }
-}
-
-/// A JS string for an outcome ('ok', 'timed-out', 'cancelled').
-///
-/// # Safety
-/// `env` must be a live env inside an N-API call or callback.
-pub unsafe fn outcome_string(env: sys::napi_env, text: &str) -> sys::napi_value {
-    let mut value = ptr::null_mut();
-    // SAFETY: live env (function contract); `text` is ASCII of the given length.
-    unsafe { sys::napi_create_string_latin1(env, text.as_ptr().cast(), text.len() as isize, &mut value) };
-    value
 }
 
 /// Node is done with the threadsafe function: never call it again.
@@ -299,9 +382,24 @@ unsafe extern "C" fn cleanup(arg: *mut c_void) {
     let resolver = unsafe { Arc::from_raw(arg as *const Resolver) };
     // First: notifiers stop counting this thread's waiters...
     resolver.alive.store(false, Ordering::Release);
-    // ...then they leave the queues...
+    // ...then they leave the queues (their deadlines need not fire)...
     let owner: Arc<dyn Owner> = resolver.clone();
-    TABLE.remove_owner(&owner);
+    let mut timed = 0;
+    TABLE.remove_owner(&owner, |token| timed += usize::from(Token(token).timed()));
+    TIMER.forget(timed);
+    // ...the locks whose owner its waiters were watching get another watcher...
+    crate::poll::thread_ended(resolver.js_thread);
+    // ...wake-ups this thread took but will never see go on to the next
+    // waiter, as do later ones (from notifiers that saw it alive)...
+    let batch = {
+        let mut inner = resolver.inner.lock();
+        inner.closed = true;
+        std::mem::take(&mut inner.batch)
+    };
+    UNDELIVERED.fetch_sub(batch.len(), Ordering::Relaxed);
+    for (key, _, outcome) in batch {
+        pass_on(key, outcome);
+    }
     // ...and no completion can reach the threadsafe function any more.
     let Tsfn(tsfn) = std::mem::replace(&mut *resolver.tsfn.write(), Tsfn(ptr::null_mut()));
     if !tsfn.is_null() {

@@ -22,6 +22,9 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::sync::{current, park_timeout, Arc, AtomicBool, AtomicU64, Mutex, Ordering, Thread};
+// A diagnostic counter, not part of the protocol: `std`'s even under loom, so
+// that models do not explore its interleavings.
+use std::sync::atomic::AtomicUsize;
 
 /// A memory location: the address of the waited-on element. A
 /// `SharedArrayBuffer`'s memory has the same address in every thread, so the
@@ -47,6 +50,9 @@ pub enum WaitResult {
 pub enum AsyncOutcome {
     Ok,
     TimedOut,
+    /// Ended early by [`WaitTable::expire_first`]: for the waiter, a timeout
+    /// that came sooner. It consumed no wake-up.
+    Expired,
 }
 
 /// The thread (or event loop) that async waiters belong to.
@@ -58,8 +64,14 @@ pub trait Owner: Send + Sync {
     /// False once the owner is being torn down. A notify that finds a waiter
     /// of a dead owner drops it without counting it as woken.
     fn is_alive(&self) -> bool;
-    /// Delivers the outcome of the async waiter the owner queued as `token`.
-    fn complete(&self, token: u64, outcome: AsyncOutcome);
+    /// Delivers the outcome of the async waiter the owner queued on `key` as
+    /// `token`. An owner that learns it cannot deliver an [`AsyncOutcome::Ok`]
+    /// any more (its thread is going away) passes the wake-up on with
+    /// [`WaitTable::notify`]`(key, 1)`, so that the notify that counted it
+    /// still wakes someone; one that cannot deliver an
+    /// [`AsyncOutcome::Expired`] passes it on with
+    /// [`WaitTable::expire_first`]`(key)`.
+    fn complete(&self, key: Key, token: u64, outcome: AsyncOutcome);
 }
 
 /// Identifies a queued async waiter, for [`WaitTable::timeout`] and
@@ -105,6 +117,9 @@ pub struct WaitTable {
     /// Source of sequence numbers. Only incremented under a bucket lock, so
     /// within one address the numbers follow enqueue order.
     next_seq: AtomicU64,
+    /// Async waiters currently queued, over all keys (diagnostics). Changed
+    /// under the bucket lock of the waiter that is added or removed.
+    queued_async: AtomicUsize,
 }
 
 impl Default for WaitTable {
@@ -165,6 +180,7 @@ impl WaitTable {
         WaitTable {
             buckets: (0..n).map(|_| Bucket { queues: Mutex::new(Vec::new()) }).collect(),
             next_seq: AtomicU64::new(1),
+            queued_async: AtomicUsize::new(0),
         }
     }
 
@@ -184,11 +200,19 @@ impl WaitTable {
     /// in `notify`, so either `validate` sees the new value (and we do not
     /// queue), or we are queued before `notify` looks at the queue.
     fn enqueue(&self, key: Key, validate: impl FnOnce() -> bool, waiter: Waiter) -> Option<u64> {
+        let mut waiter = Some(waiter);
+        self.enqueue_with(key, || if validate() { waiter.take() } else { None })
+    }
+
+    /// [`enqueue`](Self::enqueue) with the waiter made by `make` under the
+    /// bucket lock (`None`: nothing is queued).
+    fn enqueue_with(&self, key: Key, make: impl FnOnce() -> Option<Waiter>) -> Option<u64> {
         let mut queues = self.bucket(key).queues.lock();
-        if !validate() {
-            return None;
-        }
+        let waiter = make()?;
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        if matches!(waiter, Waiter::Async(..)) {
+            self.queued_async.fetch_add(1, Ordering::Relaxed);
+        }
         match position(&queues, key) {
             Some(i) => {
                 queues[i].waiters.insert(seq, waiter);
@@ -211,6 +235,9 @@ impl WaitTable {
         if queues[i].waiters.is_empty() {
             queues.swap_remove(i);
         }
+        if matches!(waiter, Some(Waiter::Async(..))) {
+            self.queued_async.fetch_sub(1, Ordering::Relaxed);
+        }
         waiter
     }
 
@@ -219,9 +246,13 @@ impl WaitTable {
     ///
     /// `validate` runs under the bucket lock (see [`WaitTable`]); when it
     /// returns false the result is [`WaitResult::NotEqual`]. The thread parks
-    /// in slices of at most `slice`; between slices it calls `interrupted`, so
-    /// a thread that is asked to stop (a terminated worker) leaves the queue
-    /// within one slice. Spurious unparks are absorbed here.
+    /// in slices of at most `slice`; between slices, and once more when it was
+    /// notified, it calls `interrupted`, so a thread that is asked to stop (a
+    /// terminated worker) leaves the queue within one slice. If it is being
+    /// stopped and a notify already took it, that wake-up is passed on to the
+    /// next waiter of `key` (the stopping thread will never act on it) and
+    /// the result is [`WaitResult::Interrupted`]. Spurious unparks are
+    /// absorbed here.
     pub fn wait(
         &self,
         key: Key,
@@ -237,13 +268,13 @@ impl WaitTable {
         // The other side of a ping-pong usually answers within microseconds:
         // check briefly before paying for a futex sleep and wake-up.
         if spin_until(|| me.notified.load(Ordering::Acquire)) {
-            return WaitResult::Ok;
+            return self.woken(key, &mut interrupted);
         }
         loop {
             // Acquire pairs with the Release store in `notify`: whatever the
             // notifier wrote before notifying is visible once we see the flag.
             if me.notified.load(Ordering::Acquire) {
-                return WaitResult::Ok;
+                return self.woken(key, &mut interrupted);
             }
             let mut nap = slice;
             if let Some(deadline) = deadline {
@@ -255,9 +286,31 @@ impl WaitTable {
             }
             park_timeout(nap);
             if !me.notified.load(Ordering::Acquire) && interrupted() {
-                return self.leave(key, seq, WaitResult::Interrupted);
+                return match self.remove(key, seq) {
+                    Some(_) => WaitResult::Interrupted,
+                    // A notify removed us (and counted us) under the lock we
+                    // just took: the wake-up is ours, and we cannot use it.
+                    None => self.pass_on(key),
+                };
             }
         }
+    }
+
+    /// A blocking waiter was notified. If its thread is being stopped it
+    /// returns to no JavaScript, and a wake-up it kept would be counted by
+    /// its notifier and seen by nobody: it goes to the next waiter instead.
+    fn woken(&self, key: Key, interrupted: &mut impl FnMut() -> bool) -> WaitResult {
+        if interrupted() {
+            self.pass_on(key)
+        } else {
+            WaitResult::Ok
+        }
+    }
+
+    /// Hands a wake-up this (stopping) thread consumed to the next waiter of `key`.
+    fn pass_on(&self, key: Key) -> WaitResult {
+        self.notify(key, 1);
+        WaitResult::Interrupted
     }
 
     /// A blocking waiter gives up (`why`): it leaves the queue, unless a
@@ -287,13 +340,74 @@ impl WaitTable {
         self.enqueue(key, validate, Waiter::Async(owner, token)).map(|seq| Ticket { key, seq, token })
     }
 
+    /// [`wait_async`](Self::wait_async) where `validate` also chooses the
+    /// token: it runs under the bucket lock and returns `None` for 'not
+    /// equal', or the token to queue the waiter with. Whatever `validate`
+    /// decides is therefore atomic with respect to every other operation on
+    /// `key` (for instance an [`expire_first`](Self::expire_first) that must
+    /// either see this waiter or happen before `validate` runs).
+    pub fn wait_async_with(
+        &self,
+        key: Key,
+        validate: impl FnOnce() -> Option<u64>,
+        owner: Arc<dyn Owner>,
+    ) -> Option<Ticket> {
+        let mut token = 0;
+        let seq = self.enqueue_with(key, || {
+            token = validate()?;
+            Some(Waiter::Async(owner, token))
+        })?;
+        Some(Ticket { key, seq, token })
+    }
+
+    /// Ends the oldest async waiter of `key` whose owner is alive early, with
+    /// [`AsyncOutcome::Expired`] (blocking waiters are skipped; async waiters
+    /// of dead owners are dropped on the way, as `notify` does). Consumes no
+    /// wake-up: the waiter just looks again sooner. Returns whether one was
+    /// found.
+    pub fn expire_first(&self, key: Key) -> bool {
+        let found = {
+            let mut queues = self.bucket(key).queues.lock();
+            let Some(i) = position(&queues, key) else {
+                return false;
+            };
+            let waiters = &mut queues[i].waiters;
+            let mut found = None;
+            let mut dead = Vec::new();
+            for (&seq, waiter) in waiters.iter() {
+                if let Waiter::Async(owner, token) = waiter {
+                    if owner.is_alive() {
+                        found = Some((seq, owner.clone(), *token));
+                        break;
+                    }
+                    dead.push(seq);
+                }
+            }
+            for seq in dead.iter().chain(found.as_ref().map(|(seq, ..)| seq)) {
+                waiters.remove(seq);
+                self.queued_async.fetch_sub(1, Ordering::Relaxed);
+            }
+            if waiters.is_empty() {
+                queues.swap_remove(i);
+            }
+            found
+        };
+        match found {
+            Some((_, owner, token)) => {
+                owner.complete(key, token, AsyncOutcome::Expired);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Times out an async waiter: if it is still queued it is removed and its
     /// owner gets [`AsyncOutcome::TimedOut`]. Returns whether that happened
     /// (false: a notify, cancel or teardown got there first).
     pub fn timeout(&self, ticket: Ticket) -> bool {
         match self.remove(ticket.key, ticket.seq) {
             Some(Waiter::Async(owner, token)) => {
-                owner.complete(token, AsyncOutcome::TimedOut);
+                owner.complete(ticket.key, token, AsyncOutcome::TimedOut);
                 true
             }
             Some(Waiter::Sync(_)) => unreachable!("tickets are only handed out for async waiters"),
@@ -304,7 +418,17 @@ impl WaitTable {
     /// Removes an async waiter without delivering any outcome. Returns whether
     /// it was still queued.
     pub fn cancel(&self, ticket: Ticket) -> bool {
-        self.remove(ticket.key, ticket.seq).is_some()
+        self.take(ticket.key, ticket.seq).is_some()
+    }
+
+    /// Removes the async waiter `seq` of `key` without delivering any
+    /// outcome, and returns its owner's token for it; `None` if it was no
+    /// longer queued (its outcome is decided elsewhere).
+    pub fn take(&self, key: Key, seq: u64) -> Option<u64> {
+        match self.remove(key, seq)? {
+            Waiter::Async(_, token) => Some(token),
+            Waiter::Sync(_) => unreachable!("tickets are only handed out for async waiters"),
+        }
     }
 
     /// Wakes up to `count` waiters of `key`, oldest first, and returns how
@@ -330,6 +454,7 @@ impl WaitTable {
                         woken += 1;
                     }
                     Waiter::Async(owner, token) => {
+                        self.queued_async.fetch_sub(1, Ordering::Relaxed);
                         if owner.is_alive() {
                             async_woken.push((owner, token));
                             woken += 1;
@@ -346,26 +471,48 @@ impl WaitTable {
             w.thread.unpark();
         }
         for (owner, token) in async_woken {
-            owner.complete(token, AsyncOutcome::Ok);
+            owner.complete(key, token, AsyncOutcome::Ok);
         }
         woken
     }
 
     /// Removes every async waiter that belongs to `owner` (a thread being torn
-    /// down), without delivering outcomes. Returns how many were removed.
-    pub fn remove_owner(&self, owner: &Arc<dyn Owner>) -> usize {
+    /// down), without delivering outcomes; `removed(token)` is called for
+    /// each, after the bucket's lock is released. Returns how many were removed.
+    pub fn remove_owner(&self, owner: &Arc<dyn Owner>, mut removed: impl FnMut(u64)) -> usize {
         let target = Arc::as_ptr(owner) as *const ();
-        let mut removed = 0;
+        let mut count = 0;
+        let mut tokens = Vec::new();
         for bucket in self.buckets.iter() {
-            let mut queues = bucket.queues.lock();
-            for q in queues.iter_mut() {
-                let before = q.waiters.len();
-                q.waiters.retain(|_, w| !matches!(w, Waiter::Async(o, _) if Arc::as_ptr(o) as *const () == target));
-                removed += before - q.waiters.len();
+            {
+                let mut queues = bucket.queues.lock();
+                for q in queues.iter_mut() {
+                    q.waiters.retain(|_, w| match w {
+                        Waiter::Async(o, token) if Arc::as_ptr(o) as *const () == target => {
+                            tokens.push(*token);
+                            false
+                        }
+                        _ => true,
+                    });
+                }
+                queues.retain(|q| !q.waiters.is_empty());
+                self.queued_async.fetch_sub(tokens.len(), Ordering::Relaxed);
             }
-            queues.retain(|q| !q.waiters.is_empty());
+            count += tokens.len();
+            tokens.drain(..).for_each(&mut removed);
         }
-        removed
+        count
+    }
+
+    /// Whether the waiter `seq` is still queued on `key`.
+    pub fn is_queued(&self, key: Key, seq: u64) -> bool {
+        let queues = self.bucket(key).queues.lock();
+        position(&queues, key).is_some_and(|i| queues[i].waiters.contains_key(&seq))
+    }
+
+    /// How many async waiters are queued, over all keys.
+    pub fn queued_async(&self) -> usize {
+        self.queued_async.load(Ordering::Relaxed)
     }
 
     /// How many waiters (of any kind) are queued on `key`.

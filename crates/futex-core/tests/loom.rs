@@ -66,7 +66,7 @@ impl Owner for Recorder {
     fn is_alive(&self) -> bool {
         !self.dead.load(SeqCst)
     }
-    fn complete(&self, token: u64, outcome: AsyncOutcome) {
+    fn complete(&self, _key: Key, token: u64, outcome: AsyncOutcome) {
         self.log.lock().unwrap().push((token, outcome));
     }
 }
@@ -222,7 +222,7 @@ fn notify_vs_timeout_vs_remove_owner() {
             thread::spawn(move || table.timeout(ticket))
         };
         let dyn_owner: Arc<dyn Owner> = owner.clone();
-        let removed = table.remove_owner(&dyn_owner);
+        let removed = table.remove_owner(&dyn_owner, |_| {});
         let woken = notifier.join().unwrap();
         let timed_out = timer.join().unwrap();
 
@@ -252,7 +252,7 @@ fn notify_vs_owner_teardown() {
         };
         owner.dead.store(true, SeqCst);
         let dyn_owner: Arc<dyn Owner> = owner.clone();
-        let removed = table.remove_owner(&dyn_owner);
+        let removed = table.remove_owner(&dyn_owner, |_| {});
         let woken = notifier.join().unwrap();
 
         assert!(removed + woken <= 1, "removed {removed}, woken {woken}");
@@ -361,5 +361,83 @@ fn two_notifiers_two_waiters() {
         assert_eq!(woken, 2);
         assert_eq!(owner.log(), vec![(ticket.token, AsyncOutcome::Ok)]);
         assert_eq!(table.len(KEY), 0);
+    });
+}
+
+/// A blocking waiter whose thread is being stopped is taken by a `notify(1)`
+/// while a second waiter queues behind it: the stopping waiter never keeps
+/// the wake-up (its thread will not act on it), so the second one is woken in
+/// every interleaving. A lost wake-up leaves it parked forever: a deadlock.
+#[test]
+fn a_stopping_waiter_passes_its_wakeup_on() {
+    model("a_stopping_waiter_passes_its_wakeup_on", || {
+        let table = Arc::new(WaitTable::new(1));
+        let stopping = {
+            let table = table.clone();
+            thread::spawn(move || table.wait(KEY, || true, None, Duration::from_secs(1), || true))
+        };
+        while table.len(KEY) < 1 {
+            thread::yield_now();
+        }
+        let behind = {
+            let table = table.clone();
+            thread::spawn(move || table.wait(KEY, || true, None, Duration::from_secs(1), || false))
+        };
+        while table.len(KEY) < 2 {
+            thread::yield_now();
+        }
+        assert_eq!(table.notify(KEY, 1), 1);
+        assert_eq!(stopping.join().unwrap(), WaitResult::Interrupted);
+        assert_eq!(behind.join().unwrap(), WaitResult::Ok);
+        assert_eq!(table.len(KEY), 0);
+    });
+}
+
+/// The hand-over of a lock's poll role (the N-API layer's `src/poll.rs`):
+/// the holder clears the role and then expires the oldest async waiter,
+/// while another waiter, under the bucket lock, either takes the free role or
+/// queues without it. Whatever the interleaving, that waiter ends up holding
+/// the role or expired: never queued without it and not woken.
+#[test]
+fn poll_role_hand_over_never_leaves_a_waiter_unwatched() {
+    const IDLE: u64 = 1;
+    const POLLER: u64 = 2;
+    model("poll_role_hand_over_never_leaves_a_waiter_unwatched", || {
+        let table = Arc::new(WaitTable::new(1));
+        let role = Arc::new(loom::sync::Mutex::new(Some(1u32))); // held by waiter 1
+        let owner = Recorder::new();
+
+        let holder = {
+            let (table, role) = (table.clone(), role.clone());
+            thread::spawn(move || {
+                *role.lock().unwrap() = None;
+                table.expire_first(KEY)
+            })
+        };
+        let ticket = {
+            let role = role.clone();
+            table
+                .wait_async_with(
+                    KEY,
+                    || {
+                        let mut r = role.lock().unwrap();
+                        Some(match *r {
+                            None => {
+                                *r = Some(2);
+                                POLLER
+                            }
+                            Some(_) => IDLE,
+                        })
+                    },
+                    owner.clone(),
+                )
+                .expect("validate chose a token")
+        };
+        let expired = holder.join().unwrap();
+
+        let holds = *role.lock().unwrap() == Some(2);
+        assert_eq!(holds, ticket.token == POLLER);
+        assert_eq!(expired, owner.log() == vec![(ticket.token, AsyncOutcome::Expired)]);
+        assert!(holds || expired, "queued without the role, and nobody woke it");
     });
 }

@@ -33,7 +33,7 @@ const K2: Key = 0x1008;
 /// Everything that happened to the waiters of one test, in delivery order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Event {
-    /// `Owner::complete(token, outcome)`.
+    /// `Owner::complete(key, token, outcome)`.
     Async(u64, AsyncOutcome),
     /// A blocking waiter (test-chosen id) returned.
     Sync(usize, WaitResult),
@@ -66,7 +66,7 @@ impl Owner for Recorder {
     fn is_alive(&self) -> bool {
         self.alive.load(SeqCst)
     }
-    fn complete(&self, token: u64, outcome: AsyncOutcome) {
+    fn complete(&self, _key: Key, token: u64, outcome: AsyncOutcome) {
         self.log.lock().unwrap().push(Event::Async(token, outcome));
     }
 }
@@ -405,6 +405,55 @@ fn interrupted_leaves_the_queue_without_consuming_a_wakeup() {
     assert_eq!(owner.events(), vec![Event::Async(behind.token, AsyncOutcome::Ok)]);
 }
 
+/// A blocking waiter that a notify takes just as its thread is being stopped
+/// will never act on the wake-up: it passes it on to the next waiter, so the
+/// notify that counted it still wakes someone (tokio's `Notified` on drop).
+#[test]
+fn a_wakeup_taken_by_a_stopping_thread_is_passed_on() {
+    let table = Arc::new(WaitTable::default());
+    let owner = Recorder::new();
+    let stopping = Arc::new(AtomicBool::new(false));
+    let waiter = {
+        let (table, stopping) = (table.clone(), stopping.clone());
+        thread::spawn(move || table.wait(K1, || true, Some(Instant::now() + HANG), HANG, || stopping.load(SeqCst)))
+    };
+    wait_until("the blocking waiter is queued", || table.len(K1) == 1);
+    let behind = enqueue(&table, K1, &owner);
+    // The thread is asked to stop, then a notify takes its waiter before it
+    // noticed (its slice is long: the notify's unpark is what wakes it).
+    stopping.store(true, SeqCst);
+    assert_eq!(table.notify(K1, 1), 1);
+    assert_eq!(waiter.join().unwrap(), WaitResult::Interrupted);
+    assert_eq!(owner.events(), vec![Event::Async(behind.token, AsyncOutcome::Ok)], "the wake-up was lost");
+    assert_eq!(table.len(K1), 0);
+    assert_eq!(table.queued_async(), 0);
+}
+
+/// The diagnostic count of queued async waiters follows every way in and out.
+#[test]
+fn queued_async_counts_every_way_out() {
+    let table = WaitTable::default();
+    let owner = Recorder::new();
+    let other = Recorder::new();
+    let a = enqueue(&table, K1, &owner);
+    let _b = enqueue(&table, K1, &owner);
+    let _c = enqueue(&table, K1 + 8, &other);
+    let d = enqueue(&table, K1 + 8, &other);
+    assert_eq!(table.queued_async(), 4);
+    assert!(table.is_queued(a.key, a.seq));
+    assert_eq!(table.notify(K1, 1), 1);
+    assert!(!table.is_queued(a.key, a.seq));
+    assert_eq!(table.queued_async(), 3);
+    assert!(table.cancel(d));
+    assert_eq!(table.queued_async(), 2);
+    let mut removed = Vec::new();
+    assert_eq!(table.remove_owner(&owner.dyn_owner(), |t| removed.push(t)), 1);
+    assert_eq!(removed.len(), 1);
+    assert_eq!(table.queued_async(), 1);
+    assert_eq!(table.notify(K1 + 8, usize::MAX), 1);
+    assert_eq!(table.queued_async(), 0);
+}
+
 /// Deadlines racing with notifies: a waiter whose notify lands between its
 /// deadline check and its leaving the queue must report `Ok`, so the notify
 /// count always equals the number of `Ok` results.
@@ -555,13 +604,13 @@ fn remove_owner_removes_only_that_owners_waiters() {
     let blocked = spawn_sync_waiter(&table, keys[0], 99, &log, table.len(keys[0]) + 1);
     let doomed_count: usize = keys.iter().enumerate().map(|(i, _)| i % 3 + 1).sum();
 
-    assert_eq!(table.remove_owner(&doomed.dyn_owner()), doomed_count);
+    assert_eq!(table.remove_owner(&doomed.dyn_owner(), |_| {}), doomed_count);
     assert!(log.lock().unwrap().is_empty(), "teardown delivers no outcomes");
     for &key in &keys {
         let want = kept.get(&key).map_or(0, Vec::len) + usize::from(key == keys[0]);
         assert_eq!(table.len(key), want, "key {key:#x}");
     }
-    assert_eq!(table.remove_owner(&doomed.dyn_owner()), 0, "nothing left to remove");
+    assert_eq!(table.remove_owner(&doomed.dyn_owner(), |_| {}), 0, "nothing left to remove");
 
     // The survivors are intact and still in order.
     for &key in &keys {
@@ -617,6 +666,48 @@ fn notify_skips_and_does_not_count_dead_owners() {
     assert_eq!(table.len(K1), 0);
     assert!(dead.events().is_empty(), "a dead owner is never completed by notify");
     assert_eq!(live.events(), vec![Event::Async(l1.token, AsyncOutcome::Ok), Event::Async(l2.token, AsyncOutcome::Ok)]);
+}
+
+// ---------------------------------------------------------------------------
+// expire_first and wait_async_with
+
+#[test]
+fn expire_first_ends_the_oldest_live_async_waiter_and_consumes_no_wakeup() {
+    let table = Arc::new(WaitTable::default());
+    let log = Log::default();
+    let dead = Recorder::new();
+    let live = Recorder::with_log(log.clone());
+    let sync = spawn_sync_waiter(&table, K1, 1, &log, 1);
+    let _d = enqueue(&table, K1, &dead);
+    let a = enqueue(&table, K1, &live);
+    let b = enqueue(&table, K1, &live);
+    dead.alive.store(false, SeqCst);
+
+    // The blocking waiter is skipped, the dead owner's waiter dropped.
+    assert!(table.expire_first(K1));
+    assert_eq!(live.events(), vec![Event::Async(a.token, AsyncOutcome::Expired)]);
+    assert_eq!(table.len(K1), 2, "the blocking waiter and b stay queued");
+    assert!(dead.events().is_empty());
+    // No wake-up was used: one notify still wakes the blocking waiter (oldest), then b.
+    assert_eq!(table.notify(K1, 1), 1);
+    assert_eq!(sync.join().unwrap(), WaitResult::Ok);
+    assert!(table.expire_first(K1));
+    assert_eq!(live.events()[2], Event::Async(b.token, AsyncOutcome::Expired));
+    assert!(!table.expire_first(K1), "nobody left");
+    assert!(!table.expire_first(K2), "no queue at all");
+    assert_eq!(table.queued_async(), 0);
+}
+
+#[test]
+fn wait_async_with_chooses_the_token_under_the_lock() {
+    let table = WaitTable::default();
+    let owner = Recorder::new();
+    assert!(table.wait_async_with(K1, || None, owner.dyn_owner()).is_none());
+    assert_eq!(table.len(K1), 0);
+    let t = table.wait_async_with(K1, || Some(77), owner.dyn_owner()).unwrap();
+    assert_eq!(t.token, 77);
+    assert_eq!(table.notify(K1, 1), 1);
+    assert_eq!(owner.events(), vec![Event::Async(77, AsyncOutcome::Ok)]);
 }
 
 // ---------------------------------------------------------------------------

@@ -1,0 +1,175 @@
+'use strict'
+// Soak: memory of a long-running process, ours and native side by side.
+//
+//   node benchmark/soak-memory.js [--seconds 20] [--only 1|2] [--impl ours,native,load,none]
+//
+// Scenario 1, worker churn: rounds of 16 workers that each queue 200
+// waitAsync (keep-alive, half with a one-hour timeout), half of which then
+// block in wait; the main thread notifies a few and terminates them all.
+// Scenario 2, fresh buffers: one waitAsync stays pending for the whole run
+// while jobs each wait on a fresh 1 MiB SharedArrayBuffer (waitAsync →
+// notify → await).
+//
+// Two controls for scenario 1 (--impl load, --impl none): workers that only
+// load the package, and workers that load nothing; what they grow is the
+// cost of a worker, not of its waiters.
+//
+// Each (scenario, implementation) runs in a child process with --expose-gc
+// for `--seconds` seconds. The first half of the run is warm-up; after it
+// and at the end, memory is read after GC. Printed: growth of RSS per 1,000
+// workers (scenario 1) and of RSS and array buffers per 1,000 buffers
+// (scenario 2). A leak shows as growth that does not shrink with a longer
+// run; allocator noise is a few KB either way.
+const path = require('path')
+const { spawnSync } = require('child_process')
+const { Worker } = require('worker_threads')
+
+const ROOT = path.join(__dirname, '..')
+
+function parse (argv) {
+  const args = { seconds: 20, only: null, impl: null, child: null }
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]
+    if (a === '--seconds') args.seconds = Number(argv[++i])
+    else if (a === '--only') args.only = argv[++i]
+    else if (a === '--impl') args.impl = argv[++i]
+    else if (a === '--child') args.child = argv[++i]
+    else throw new Error(`unknown argument ${a}`)
+  }
+  return args
+}
+
+function api (impl) {
+  if (impl === 'native' || impl === 'none') {
+    return { waitAsync: Atomics.waitAsync, notify: Atomics.notify, path: null }
+  }
+  const m = require(ROOT)
+  return { waitAsync: m.waitAsync, notify: m.notify, path: ROOT }
+}
+
+const turn = () => new Promise((resolve) => setImmediate(resolve))
+
+async function memory () {
+  for (let i = 0; i < 4; i++) {
+    global.gc()
+    await turn()
+  }
+  const m = process.memoryUsage()
+  return { rss: m.rss, arrayBuffers: m.arrayBuffers }
+}
+
+function workerSource (impl) {
+  if (impl === 'load' || impl === 'none') {
+    return `
+const { parentPort } = require('worker_threads')
+${impl === 'load' ? `require(${JSON.stringify(ROOT)})` : ''}
+parentPort.on('message', () => {})
+parentPort.postMessage('queued')
+`
+  }
+  const load = impl === 'native'
+    ? 'const waitAsync = Atomics.waitAsync; const wait = Atomics.wait'
+    : `const { waitAsync, wait, setKeepAlive } = require(${JSON.stringify(ROOT)}); setKeepAlive(true)`
+  return `
+const { workerData, parentPort } = require('worker_threads')
+${load}
+const ta = new Int32Array(workerData.buffer)
+parentPort.on('message', () => {})
+for (let i = 0; i < 200; i++) waitAsync(ta, i % 4, 0, i % 2 === 0 ? 3600e3 : undefined)
+parentPort.postMessage('queued')
+if (workerData.block) wait(ta, 4, 0)
+`
+}
+
+async function churn (impl, seconds) {
+  const { notify } = api(impl)
+  const source = workerSource(impl)
+  const ta = new Int32Array(new SharedArrayBuffer(4 * 5))
+  let workers = 0
+  let start = null
+  const t0 = Date.now()
+  const warmUntil = t0 + seconds * 500
+  for (;;) {
+    const ws = await Promise.all(Array.from({ length: 16 }, (_, k) => new Promise((resolve, reject) => {
+      const w = new Worker(source, { eval: true, workerData: { buffer: ta.buffer, block: k % 2 === 1 } })
+      w.once('message', () => resolve(w))
+      w.once('error', reject)
+    })))
+    await Promise.all(ws.map((w, k) => {
+      notify(ta, k % 4, 3)
+      return w.terminate()
+    }))
+    workers += 16
+    if (start === null && Date.now() >= warmUntil) start = { workers, mem: await memory() }
+    if (Date.now() - t0 >= seconds * 1000) break
+  }
+  const end = await memory()
+  const n = workers - start.workers
+  return { workers: n, rssPerThousand: (end.rss - start.mem.rss) / n * 1000 }
+}
+
+async function buffers (impl, seconds) {
+  const { waitAsync, notify } = api(impl)
+  const hold = setInterval(() => {}, 1000)
+  const signal = new Int32Array(new SharedArrayBuffer(4))
+  const shutdown = waitAsync(signal, 0, 0)
+  let jobs = 0
+  let start = null
+  const t0 = Date.now()
+  const warmUntil = t0 + seconds * 500
+  for (;;) {
+    for (let k = 0; k < 50; k++) {
+      const ta = new Int32Array(new SharedArrayBuffer(1 << 20))
+      ta[1] = 1 // touch the pages, as a real job would
+      const r = waitAsync(ta, 0, 0)
+      notify(ta, 0, 1)
+      await r.value
+      jobs++
+    }
+    if (start === null && Date.now() >= warmUntil) start = { jobs, mem: await memory() }
+    if (Date.now() - t0 >= seconds * 1000) break
+  }
+  const end = await memory()
+  notify(signal, 0, 1)
+  await shutdown.value
+  clearInterval(hold)
+  const n = jobs - start.jobs
+  return {
+    buffers: n,
+    rssPerThousand: (end.rss - start.mem.rss) / n * 1000,
+    arrayBuffersPerThousand: (end.arrayBuffers - start.mem.arrayBuffers) / n * 1000
+  }
+}
+
+const MB = (bytes) => `${(bytes / 1e6).toFixed(2)} MB`
+
+function main () {
+  const args = parse(process.argv.slice(2))
+  if (args.child) {
+    const [scenario, impl] = args.child.split(':')
+    const run = scenario === '1' ? churn : buffers
+    run(impl, args.seconds).then((r) => process.stdout.write(JSON.stringify(r) + '\n'))
+    return
+  }
+  const impls = args.impl ? args.impl.split(',') : ['ours', 'native']
+  const scenarios = args.only ? [args.only] : ['1', '2']
+  for (const scenario of scenarios) {
+    for (const impl of impls) {
+      const r = spawnSync(process.execPath, ['--expose-gc', __filename, '--child', `${scenario}:${impl}`, '--seconds', String(args.seconds)],
+        { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] })
+      if (r.status !== 0) {
+        console.log(`scenario ${scenario} ${impl}: failed (exit ${r.status})`)
+        process.exitCode = 1
+        continue
+      }
+      const out = JSON.parse(r.stdout.trim().split('\n').pop())
+      if (scenario === '1') {
+        console.log(`1 worker churn    ${impl.padEnd(6)} ${String(out.workers).padStart(6)} workers   RSS ${MB(out.rssPerThousand)} per 1,000 workers`)
+      } else {
+        console.log(`2 fresh buffers   ${impl.padEnd(6)} ${String(out.buffers).padStart(6)} buffers   RSS ${MB(out.rssPerThousand)}, array buffers ${MB(out.arrayBuffersPerThousand)} per 1,000 buffers`)
+      }
+    }
+  }
+}
+
+main()
