@@ -12,8 +12,9 @@
 //! sleeps on. It is given up by `release` (the holder's acquisition ended: it
 //! got the lock, timed out or was aborted) or by `thread_ended` (the holder's
 //! thread is torn down), which both *hand it over*: the oldest live async
-//! waiter on the lock's word, or else on its second address (the heir's), is
-//! woken early with `Expired` and claims the role when it sleeps again.
+//! waiter on the lock's word, and the one on its second address (the
+//! heir's), are woken early with `Expired`, and one of them claims the role
+//! when it sleeps again.
 //!
 //! Nothing is lost in between: the role is cleared before the hand-over
 //! takes the bucket lock, so a waiter that was about to sleep without the
@@ -86,10 +87,13 @@ pub fn thread_ended(thread: ThreadId) {
     }
 }
 
+/// Wakes the oldest async waiter of each address early. Both: if the one
+/// on `key` belongs to a thread that is being torn down, its early end is
+/// passed on along `key` only, and a heir asleep on `alt` must still look.
+/// The one that does not get the role goes back to sleep without it.
 fn hand_over(key: Key, alt: Key) {
-    if !TABLE.expire_first(key) {
-        TABLE.expire_first(alt);
-    }
+    TABLE.expire_first(key);
+    TABLE.expire_first(alt);
 }
 
 /// Roles currently held (diagnostics).
