@@ -5,7 +5,7 @@
 
 use std::ffi::c_void;
 use std::ptr;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use futex_core::{Ticket, Timer, WaitResult, WaitTable};
@@ -128,6 +128,24 @@ pub fn notify(env: Env, ta: Unknown, index: f64, count: f64) -> Result<u32> {
     Ok(TABLE.notify(cell.key(), count) as u32)
 }
 
+/// This thread's resolver, which `initAsync` sets up.
+fn this_resolver() -> Result<Arc<resolver::Resolver>> {
+    resolver::current()
+        .ok_or_else(|| Error::new(Status::GenericFailure, "initAsync was not called on this thread".to_owned()))
+}
+
+/// What follows queueing an async waiter of this thread: count it for the
+/// keep-alive and give it its deadline. The waiter may already be decided by
+/// another thread, but its outcome can only be delivered on this thread,
+/// after the call returns. Returns its sequence number, as JS receives it.
+fn queued(owner: &resolver::Resolver, ticket: Ticket, at: Option<Instant>) -> f64 {
+    owner.queued(Token(ticket.token));
+    if let Some(at) = at {
+        TIMER.schedule(at, ticket);
+    }
+    ticket.seq as f64
+}
+
 /// Queues an async waiter on `ta[index]` for this thread, under the name
 /// `slot` (its place in the thread's table of promises in `lib/futex.js`).
 /// Returns its sequence number (which, with the address, names it for
@@ -146,8 +164,7 @@ pub fn wait_async(
     slot: u32,
 ) -> Result<f64> {
     let raw_env = env.raw();
-    let owner = resolver::current()
-        .ok_or_else(|| Error::new(Status::GenericFailure, "initAsync was not called on this thread".to_owned()))?;
+    let owner = this_resolver()?;
     // SAFETY: handles of this call; memory is only read during this call.
     let (cell, expected) = unsafe {
         let cell = Cell::resolve(raw_env, ta.raw(), index)?;
@@ -160,13 +177,7 @@ pub fn wait_async(
     let Some(ticket) = TABLE.wait_async(cell.key(), validate, owner.clone(), token.0) else {
         return Ok(0.0);
     };
-    // The waiter may already be decided by another thread, but its outcome
-    // can only be delivered on this thread, after this call returns.
-    owner.queued(token);
-    if let Some(at) = at {
-        TIMER.schedule(at, ticket);
-    }
-    Ok(ticket.seq as f64)
+    Ok(queued(&owner, ticket, at))
 }
 
 /// `waitAsync` for a waiter of a lock whose word is `ta[roleIndex]` (its
@@ -191,8 +202,7 @@ pub fn wait_async_polling(
     poll_timeout: f64,
 ) -> Result<f64> {
     let raw_env = env.raw();
-    let owner = resolver::current()
-        .ok_or_else(|| Error::new(Status::GenericFailure, "initAsync was not called on this thread".to_owned()))?;
+    let owner = this_resolver()?;
     // SAFETY: handles of this call; memory is only read during this call.
     let (cell, expected, role, alt) = unsafe {
         let cell = Cell::resolve(raw_env, ta.raw(), index)?;
@@ -212,11 +222,7 @@ pub fn wait_async_polling(
     let Some(ticket) = TABLE.wait_async_with(cell.key(), validate, owner.clone()) else {
         return Ok(0.0);
     };
-    owner.queued(Token(ticket.token));
-    if let Some(at) = at {
-        TIMER.schedule(at, ticket);
-    }
-    Ok(ticket.seq as f64)
+    Ok(queued(&owner, ticket, at))
 }
 
 /// Acquisition `id` of this thread is over: if it held the poll role of the
