@@ -23,6 +23,7 @@ const crypto = require('crypto')
 const fs = require('fs')
 const os = require('os')
 const path = require('path')
+const { sourcesDigest } = require('./sources-digest')
 
 const ROOT = path.resolve(__dirname, '..')
 const PKG = require(path.join(ROOT, 'package.json'))
@@ -642,7 +643,7 @@ function writeManifest (rows, totals) {
   const order = TARGETS.map((t) => t.triple)
   const kept = (r) => {
     const before = previous.find((p) => p.target === r.target)
-    return r.buildSeconds === undefined && before ? { ...r, buildSeconds: before.buildSeconds } : r
+    return r.buildSeconds === undefined && before ? { ...r, buildSeconds: before.buildSeconds, sources: before.sources } : r
   }
   const targets = [...previous.filter((p) => !rows.some((r) => r.target === p.target)), ...rows.map(kept)]
     .sort((a, b) => order.indexOf(a.target) - order.indexOf(b.target))
@@ -686,9 +687,11 @@ function main () {
   if (opts.build) setup(targets, { install: opts.install })
   const setupSeconds = seconds(setupStart)
 
+  // What the binaries are built from, read once before the builds.
+  const sources = opts.build ? sourcesDigest() : undefined
   const rows = []
   for (const t of targets) {
-    const row = { target: t.triple, compiledAs: t.zig || t.rust || t.triple, platform: t.platform, via: t.via }
+    const row = { target: t.triple, compiledAs: t.zig || t.rust || t.triple, platform: t.platform, via: t.via, sources }
     if (opts.build) {
       console.log(`\n== building ${t.triple} (${t.platform}) with ${t.via === 'zig' ? `cargo-zigbuild, --target ${row.compiledAs}` : `mingw-w64, as ${row.compiledAs}`}`)
       const t0 = Date.now()

@@ -29,6 +29,7 @@ const path = require('path')
 const { parseTriple } = require('@napi-rs/cli')
 const { startRegistry } = require('./registry')
 const { host } = require('../../lib/platform')
+const { sourcesDigest } = require('../../scripts/sources-digest')
 
 const ROOT = path.join(__dirname, '..', '..')
 const FIXTURES = path.join(__dirname, 'fixtures')
@@ -69,14 +70,18 @@ function run (file, args, { cwd, env = userEnv, timeout = 5 * 60 * 1000, ok = tr
   return { status: r.status, stdout: r.stdout, stderr: r.stderr, out }
 }
 
-// The binaries a release can ship now: { suffix: file }.
+// The binaries a release can ship now: { suffix: file }. An artifact built
+// from other sources than this tree's (artifacts/manifest.json) is left out.
 function availableBinaries () {
   const found = {}
-  if (fs.existsSync(ARTIFACTS)) {
-    for (const f of fs.readdirSync(ARTIFACTS)) {
-      const m = /^shared-futex\.(.+)\.node$/.exec(f)
-      if (m) found[m[1]] = path.join(ARTIFACTS, f)
-    }
+  let built = []
+  try { built = JSON.parse(fs.readFileSync(path.join(ARTIFACTS, 'manifest.json'), 'utf8')).targets } catch (e) {}
+  const current = sourcesDigest()
+  for (const row of built) {
+    const file = row.artifact && path.join(ROOT, row.artifact)
+    if (!file || !fs.existsSync(file)) continue
+    if (row.sources === current) found[row.platform] = file
+    else console.log(`# ${row.artifact} was built from other sources: left out (npm run build:targets)`)
   }
   if (!found[HOST.suffix] && fs.existsSync(HOST.localFile)) found[HOST.suffix] = HOST.localFile
   return found
@@ -191,14 +196,17 @@ test('prebuilt: npm install shared-futex installs only this platform\'s binary a
   })
 })
 
-test('TypeScript: the installed types check under --strict, as CommonJS and as an ES module', () => {
+test('TypeScript: the installed types check under --strict, as CommonJS and as an ES module, with and without @types/node', () => {
   const dir = path.join(work, 'prebuilt')
   fs.copyFileSync(path.join(dir, 'consumer.ts'), path.join(dir, 'consumer.cts'))
   fs.renameSync(path.join(dir, 'consumer.ts'), path.join(dir, 'consumer.mts'))
-  run(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
-    '--strict', '--noEmit', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022',
-    '--types', 'node', '--typeRoots', path.join(ROOT, 'node_modules', '@types'),
-    'consumer.cts', 'consumer.mts'], { cwd: dir })
+  const tsc = [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
+    '--strict', '--noEmit', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022']
+  // The project has no node_modules/@types: the package's types stand alone.
+  run(process.execPath, tsc.concat('consumer.cts', 'consumer.mts'), { cwd: dir })
+  // And beside Node's own types, which declare Symbol.dispose too.
+  run(process.execPath, tsc.concat('--types', 'node', '--typeRoots', path.join(ROOT, 'node_modules', '@types'),
+    'consumer.cts', 'consumer.mts'), { cwd: dir })
 })
 
 test('--build-from-source builds with cargo even where a prebuilt binary exists', () => {
