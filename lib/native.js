@@ -16,7 +16,7 @@ function loadError (cause) {
   ]
   const lines = [
     `shared-futex: no native binary for ${h.suffix} ` +
-      `(platform ${h.platform}, arch ${h.arch}${h.libc ? `, libc ${h.libc === 'gnu' ? 'glibc' : h.libc}` : ''}, Node ${process.version}).`,
+      `(${h.description}, Node ${process.version}).`,
     `Tried: ${tried.join('; ')}.`,
     'To fix it, either:',
     shipped.length > 0

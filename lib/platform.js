@@ -42,7 +42,9 @@ function suffixFor (platform, arch, libc) {
   }
 }
 
-// This machine: { platform, arch, libc, suffix, packageName, localFile }.
+// This machine: { platform, arch, libc, suffix, packageName, localFile,
+// description } (description: "platform linux, arch x64, libc glibc", for
+// messages).
 function host () {
   const { platform, arch } = process
   const libc = platform === 'linux' ? linuxLibc() : null
@@ -52,6 +54,7 @@ function host () {
     arch,
     libc,
     suffix,
+    description: `platform ${platform}, arch ${arch}${libc ? `, libc ${libc === 'gnu' ? 'glibc' : libc}` : ''}`,
     packageName: `${NAME}-${suffix}`,
     localFile: path.join(ROOT, `${NAME}.${suffix}.node`)
   }

