@@ -141,13 +141,18 @@ let initialized = false
 let captured
 function capture (resolve) { captured = resolve }
 
-function settle (slot, value) {
+// Empties a waiter's slot; returns the function that settles its promise.
+function release (slot) {
   const resolve = settlers[slot]
   settlers[slot] = undefined
   arrays[slot] = undefined
   freeSlots.push(slot)
+  return resolve
+}
+
+function settle (slot, value) {
   pendingCount--
-  resolve(value)
+  release(slot)(value)
 }
 
 // Called natively on this thread with a batch of outcomes: slot << 1 | timedOut.
@@ -156,12 +161,7 @@ function deliver (list) {
   const n = list.length
   for (let k = 0; k < n; k++) {
     const entry = list[k]
-    const slot = entry >>> 1
-    const resolve = settlers[slot]
-    settlers[slot] = undefined
-    arrays[slot] = undefined
-    freeSlots.push(slot)
-    resolve((entry & 1) === 0 ? 'ok' : 'timed-out')
+    release(entry >>> 1)((entry & 1) === 0 ? 'ok' : 'timed-out')
   }
   pendingCount -= n
   if (pendingCount === 0 && settlers.length > 65536) {
@@ -185,13 +185,18 @@ function enqueueAsync (ta, index, value, timeout, keepAlive) {
   return { token: [lastSeq, lastSlot], promise }
 }
 
-function queue (ta, index, value, timeout, keepAlive) {
+// The slot for the next waiter of this thread.
+function claimSlot () {
   if (!initialized) {
     binding.initAsync(deliver)
     initialized = true
   }
-  const slot = freeSlots.length > 0 ? freeSlots.pop() : settlers.length
-  const seq = binding.waitAsync(ta, index, value, timeout, keepAlive, slot)
+  return freeSlots.length > 0 ? freeSlots.pop() : settlers.length
+}
+
+// After a native waitAsync answered `seq` for the waiter in `slot`: its
+// promise, or null for 'not-equal' (seq 0; the slot is free again).
+function register (ta, seq, slot) {
   if (seq === 0) {
     if (slot < settlers.length) freeSlots.push(slot)
     return null
@@ -201,8 +206,17 @@ function queue (ta, index, value, timeout, keepAlive) {
   settlers[slot] = captured
   arrays[slot] = ta
   pendingCount++
-  lastSeq = seq
-  lastSlot = slot
+  return promise
+}
+
+function queue (ta, index, value, timeout, keepAlive) {
+  const slot = claimSlot()
+  const seq = binding.waitAsync(ta, index, value, timeout, keepAlive, slot)
+  const promise = register(ta, seq, slot)
+  if (promise !== null) {
+    lastSeq = seq
+    lastSlot = slot
+  }
   return promise
 }
 
@@ -212,21 +226,10 @@ function queue (ta, index, value, timeout, keepAlive) {
 // free), else after `timeout` ms. Keeps the event loop alive. See
 // pollRelease and src/poll.rs.
 function enqueueAsyncPolling (ta, index, value, timeout, roleIndex, altIndex, id, pollTimeout) {
-  if (!initialized) {
-    binding.initAsync(deliver)
-    initialized = true
-  }
-  const slot = freeSlots.length > 0 ? freeSlots.pop() : settlers.length
+  const slot = claimSlot()
   const seq = binding.waitAsyncPolling(ta, index, value, timeout, true, slot, roleIndex, altIndex, id, pollTimeout)
-  if (seq === 0) {
-    if (slot < settlers.length) freeSlots.push(slot)
-    return 'not-equal'
-  }
-  const promise = new Promise(capture)
-  settlers[slot] = captured
-  arrays[slot] = ta
-  pendingCount++
-  return { token: [seq, slot], promise }
+  const promise = register(ta, seq, slot)
+  return promise === null ? 'not-equal' : { token: [seq, slot], promise }
 }
 
 // Takes a queued waiter back out (`token` as enqueueAsync returned it). True
