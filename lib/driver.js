@@ -15,8 +15,10 @@
 // A request may also name a poll role (`role`: the acquisition's number, with
 // `roleAt` and `altAt`, the lock's two indexes): the blocking driver ignores
 // it, the async one sleeps for `timeout` only if this acquisition holds the
-// role of the lock at `roleAt` (see enqueueAsyncPolling), else for `idle`. The same procedure code serves `lock()`
-// and `lockAsync()`: only the driver differs.
+// role of the lock at `roleAt` (see enqueueAsyncPolling), else for `idle`.
+//
+// The same procedure code serves `lock()` and `lockAsync()`: only the driver
+// differs.
 //
 // Cancellation contract (tokio's): when the signal fires, `ctx.cancelled`
 // becomes true and the driver tries to take the queued waiter back out. If it
