@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 
 use napi::{sys, Error, Result, Status};
 
+use crate::check;
+
 /// One element of an `Int32Array` or `BigInt64Array` on a `SharedArrayBuffer`.
 #[derive(Clone, Copy)]
 pub enum Cell {
@@ -23,14 +25,6 @@ pub enum Expected {
 
 fn type_error(msg: &str) -> Error {
     Error::new(Status::InvalidArg, msg.to_owned())
-}
-
-fn check(status: sys::napi_status, what: &str) -> Result<()> {
-    if status == sys::Status::napi_ok {
-        Ok(())
-    } else {
-        Err(Error::new(Status::GenericFailure, format!("{what} failed ({status})")))
-    }
 }
 
 impl Cell {

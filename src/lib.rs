@@ -42,6 +42,15 @@ const OK: u32 = 0;
 const NOT_EQUAL: u32 = 1;
 const TIMED_OUT: u32 = 2;
 
+/// An N-API status as a `Result`: `what` names the call that failed.
+pub(crate) fn check(status: sys::napi_status, what: &str) -> Result<()> {
+    if status == sys::Status::napi_ok {
+        Ok(())
+    } else {
+        Err(Error::new(Status::GenericFailure, format!("{what} failed ({status})")))
+    }
+}
+
 /// `now + ms`, or `None` for "forever" (infinite, NaN, or past `Instant`'s range).
 fn deadline(ms: f64) -> Option<Instant> {
     if !ms.is_finite() {
@@ -282,7 +291,8 @@ fn record_death(id: u32) {
         return;
     }
     let joins_left = i < dead.len() && dead[i].1 == id;
-    let joins_right = if joins_left { i + 1 < dead.len() && dead[i + 1].0 == id + 1 } else { i < dead.len() && dead[i].0 == id + 1 };
+    let joins_right =
+        if joins_left { i + 1 < dead.len() && dead[i + 1].0 == id + 1 } else { i < dead.len() && dead[i].0 == id + 1 };
     match (joins_left, joins_right) {
         (true, true) => {
             dead[i].1 = dead[i + 1].1;
@@ -318,9 +328,7 @@ pub fn register_thread(env: Env, thread_id: u32) -> Result<()> {
     // SAFETY: the hook only reads its argument as an integer.
     let status =
         unsafe { sys::napi_add_env_cleanup_hook(env.raw(), Some(thread_ended), thread_id as usize as *mut c_void) };
-    if status != sys::Status::napi_ok {
-        return Err(Error::new(Status::GenericFailure, "napi_add_env_cleanup_hook failed".to_owned()));
-    }
+    check(status, "napi_add_env_cleanup_hook")?;
     REGISTERED.set(true);
     Ok(())
 }

@@ -34,10 +34,10 @@ use std::sync::Arc;
 use std::thread::ThreadId;
 
 use futex_core::{AsyncOutcome, Key, Owner};
-use napi::{sys, Error, Result, Status};
+use napi::{sys, Result};
 use parking_lot::{Mutex, RwLock};
 
-use crate::{TABLE, TIMER};
+use crate::{check, TABLE, TIMER};
 
 /// Completions waiting in batches for their thread, over all threads (diagnostics).
 pub static UNDELIVERED: AtomicUsize = AtomicUsize::new(0);
@@ -54,7 +54,9 @@ impl Token {
     const TIMED: u64 = 2;
 
     pub fn new(slot: u32, keep_alive: bool, timed: bool) -> Token {
-        Token(((slot as u64) << 2) | if timed { Self::TIMED } else { 0 } | if keep_alive { Self::KEEP_ALIVE } else { 0 })
+        Token(
+            ((slot as u64) << 2) | if timed { Self::TIMED } else { 0 } | if keep_alive { Self::KEEP_ALIVE } else { 0 },
+        )
     }
     pub fn slot(self) -> u32 {
         (self.0 >> 2) as u32
@@ -242,14 +244,6 @@ thread_local! {
 /// This thread's resolver, if `init` ran on it.
 pub fn current() -> Option<Arc<Resolver>> {
     CURRENT.with(|c| c.borrow().clone())
-}
-
-fn check(status: sys::napi_status, what: &str) -> Result<()> {
-    if status == sys::Status::napi_ok {
-        Ok(())
-    } else {
-        Err(Error::new(Status::GenericFailure, format!("{what} failed ({status})")))
-    }
 }
 
 /// Creates this thread's resolver; `deliver(list)` is called on this thread
