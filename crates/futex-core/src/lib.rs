@@ -29,5 +29,5 @@ mod sync;
 pub mod table;
 pub mod timer;
 
-pub use table::{AsyncOutcome, Key, Owner, Ticket, WaitResult, WaitTable};
+pub use table::{presence_slot, AsyncOutcome, Key, Owner, Ticket, WaitResult, WaitTable, PRESENCE_SLOTS};
 pub use timer::Timer;

@@ -13,6 +13,24 @@
 //! There is no global lock: two addresses in different buckets never contend,
 //! and an address's waiters are only ever touched under its bucket's lock.
 //!
+//! A notify on an address nobody waits on takes no lock at all: the table
+//! keeps a *presence* count per slot of addresses (see [`presence_slot`]),
+//! which is non-zero while any address of the slot has a queue or a waiter is
+//! about to check its value. It is the futex "has waiters" bit, counted:
+//!
+//! * a waiter increments its slot's count, then `fence(SeqCst)`, then
+//!   compares the value (under the bucket lock);
+//! * a notifier has changed the value, then `fence(SeqCst)`, then reads the
+//!   count, and only if it is non-zero takes the bucket lock.
+//!
+//! Of the two fences, one comes first in the single total order of SeqCst
+//! fences. If the notifier's does, the waiter's comparison sees the new value
+//! and it does not queue; if the waiter's does, the notifier sees the count
+//! (or a later, still non-zero one: the count only drops back once the waiter
+//! is queued, and the queue holds its own count until it is empty) and looks
+//! at the queue. Either way no wake-up is lost. The JavaScript layer reads the
+//! same counts through [`WaitTable::presence`], with the same two steps.
+//!
 //! Wake-ups are decided under the lock (the waiter is removed from its queue
 //! and, for a blocking waiter, its `notified` flag is set) and delivered after
 //! the lock is released (unpark, or the owner's completion callback), so a
@@ -21,7 +39,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use crate::sync::{current, park_timeout, Arc, AtomicBool, AtomicU64, Mutex, Ordering, Thread};
+use crate::sync::{current, fence, park_timeout, Arc, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering, Thread};
 // A diagnostic counter, not part of the protocol: `std`'s even under loom, so
 // that models do not explore its interleavings.
 use std::sync::atomic::AtomicUsize;
@@ -111,9 +129,23 @@ struct Bucket {
     queues: Mutex<Vec<Queue>>,
 }
 
+/// How many presence counts the table keeps (a power of two).
+pub const PRESENCE_SLOTS: usize = 4096;
+
+/// The presence count of `key`: Fibonacci hashing of the low 32 bits of the
+/// element address, so that the JavaScript layer, which knows the low 32 bits
+/// of an array's address, computes the same slot with `Math.imul`.
+pub fn presence_slot(key: Key) -> usize {
+    let low = (key as u32) >> 2;
+    (low.wrapping_mul(0x9E37_79B1) >> (32 - PRESENCE_SLOTS.trailing_zeros())) as usize
+}
+
 /// A table of wait queues keyed by address. See the module docs.
 pub struct WaitTable {
     buckets: Box<[Bucket]>,
+    /// Per presence slot: queues of its addresses, plus waiters checking
+    /// their value right now. See the module docs.
+    presence: Box<[AtomicU32]>,
     /// Source of sequence numbers. Only incremented under a bucket lock, so
     /// within one address the numbers follow enqueue order.
     next_seq: AtomicU64,
@@ -179,6 +211,7 @@ impl WaitTable {
         let n = buckets.max(1).next_power_of_two();
         WaitTable {
             buckets: (0..n).map(|_| Bucket { queues: Mutex::new(Vec::new()) }).collect(),
+            presence: (0..PRESENCE_SLOTS).map(|_| AtomicU32::new(0)).collect(),
             next_seq: AtomicU64::new(1),
             queued_async: AtomicUsize::new(0),
         }
@@ -207,8 +240,15 @@ impl WaitTable {
     /// [`enqueue`](Self::enqueue) with the waiter made by `make` under the
     /// bucket lock (`None`: nothing is queued).
     fn enqueue_with(&self, key: Key, make: impl FnOnce() -> Option<Waiter>) -> Option<u64> {
+        // Present before the value is compared (see the module docs).
+        let presence = &self.presence[presence_slot(key)];
+        presence.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
         let mut queues = self.bucket(key).queues.lock();
-        let waiter = make()?;
+        let Some(waiter) = make() else {
+            presence.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        };
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         if matches!(waiter, Waiter::Async(..)) {
             self.queued_async.fetch_add(1, Ordering::Relaxed);
@@ -216,14 +256,42 @@ impl WaitTable {
         match position(&queues, key) {
             Some(i) => {
                 queues[i].waiters.insert(seq, waiter);
+                // The queue already holds the slot's count.
+                presence.fetch_sub(1, Ordering::SeqCst);
             }
             None => {
+                // The new queue keeps the count this waiter took.
                 let mut waiters = BTreeMap::new();
                 waiters.insert(seq, waiter);
                 queues.push(Queue { key, waiters });
             }
         }
         Some(seq)
+    }
+
+    /// Drops `queues[i]`, which is empty, and its presence count. Every
+    /// queue leaves its bucket through here.
+    fn drop_queue(&self, queues: &mut Vec<Queue>, i: usize) {
+        let q = queues.swap_remove(i);
+        debug_assert!(q.waiters.is_empty());
+        self.presence[presence_slot(q.key)].fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Whether `key` may have waiters: false only if no address of its
+    /// presence slot has a queue and no waiter is checking its value. The
+    /// caller changed the value it notifies about before asking; the fence
+    /// orders that change before the read (see the module docs).
+    pub fn may_have_waiters(&self, key: Key) -> bool {
+        fence(Ordering::SeqCst);
+        self.presence[presence_slot(key)].load(Ordering::SeqCst) != 0
+    }
+
+    /// The presence counts, [`PRESENCE_SLOTS`] of them, for a JavaScript
+    /// layer that reads them with `Atomics.load` (see the module docs). They
+    /// live as long as the table.
+    #[cfg(not(loom))]
+    pub fn presence(&self) -> &[AtomicU32] {
+        &self.presence
     }
 
     /// Removes the waiter `seq` from `key`'s queue. Returns it if it was still
@@ -233,7 +301,7 @@ impl WaitTable {
         let i = position(&queues, key)?;
         let waiter = queues[i].waiters.remove(&seq);
         if queues[i].waiters.is_empty() {
-            queues.swap_remove(i);
+            self.drop_queue(&mut queues, i);
         }
         if matches!(waiter, Some(Waiter::Async(..))) {
             self.queued_async.fetch_sub(1, Ordering::Relaxed);
@@ -388,7 +456,7 @@ impl WaitTable {
                 self.queued_async.fetch_sub(1, Ordering::Relaxed);
             }
             if waiters.is_empty() {
-                queues.swap_remove(i);
+                self.drop_queue(&mut queues, i);
             }
             found
         };
@@ -438,6 +506,9 @@ impl WaitTable {
         let mut sync_woken: Vec<Arc<SyncWaiter>> = Vec::new();
         let mut async_woken: Vec<(Arc<dyn Owner>, u64)> = Vec::new();
         let mut woken = 0;
+        if count == 0 || !self.may_have_waiters(key) {
+            return 0;
+        }
         {
             let mut queues = self.bucket(key).queues.lock();
             let Some(i) = position(&queues, key) else {
@@ -463,7 +534,7 @@ impl WaitTable {
                 }
             }
             if waiters.is_empty() {
-                queues.swap_remove(i);
+                self.drop_queue(&mut queues, i);
             }
         }
         // Deliver after releasing the lock.
@@ -495,7 +566,14 @@ impl WaitTable {
                         _ => true,
                     });
                 }
-                queues.retain(|q| !q.waiters.is_empty());
+                let mut i = 0;
+                while i < queues.len() {
+                    if queues[i].waiters.is_empty() {
+                        self.drop_queue(&mut queues, i);
+                    } else {
+                        i += 1;
+                    }
+                }
                 self.queued_async.fetch_sub(tokens.len(), Ordering::Relaxed);
             }
             count += tokens.len();

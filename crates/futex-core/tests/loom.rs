@@ -118,6 +118,7 @@ fn blocking_wait_vs_store_then_notify() {
             other => panic!("a wait without deadline or interruption ended with {other:?}"),
         }
         assert_eq!(table.len(key), 0);
+        assert!(!table.may_have_waiters(key), "a presence count outlived its queue");
     });
 }
 
@@ -152,6 +153,7 @@ fn async_wait_vs_store_then_notify() {
             }
         }
         assert_eq!(table.len(KEY), 0);
+        assert!(!table.may_have_waiters(KEY), "a presence count outlived its queue");
     });
 }
 
@@ -179,6 +181,7 @@ fn notify_vs_timeout() {
         assert_eq!(woken == 1, outcome == AsyncOutcome::Ok);
         assert_eq!(timed_out, outcome == AsyncOutcome::TimedOut);
         assert_eq!(table.len(KEY), 0);
+        assert!(!table.may_have_waiters(KEY), "a presence count outlived its queue");
     });
 }
 
@@ -203,6 +206,7 @@ fn notify_vs_cancel() {
             assert_eq!(owner.log(), vec![(ticket.token, AsyncOutcome::Ok)]);
         }
         assert_eq!(table.len(KEY), 0);
+        assert!(!table.may_have_waiters(KEY), "a presence count outlived its queue");
     });
 }
 
@@ -234,6 +238,7 @@ fn notify_vs_timeout_vs_remove_owner() {
         };
         assert_eq!(owner.log(), expected);
         assert_eq!(table.len(KEY), 0);
+        assert!(!table.may_have_waiters(KEY), "a presence count outlived its queue");
     });
 }
 
@@ -259,6 +264,7 @@ fn notify_vs_owner_teardown() {
         let expected = if woken == 1 { vec![(ticket.token, AsyncOutcome::Ok)] } else { vec![] };
         assert_eq!(owner.log(), expected);
         assert_eq!(table.len(KEY), 0);
+        assert!(!table.may_have_waiters(KEY), "a presence count outlived its queue");
     });
 }
 
@@ -288,6 +294,7 @@ fn expired_deadline_vs_notify() {
             other => panic!("unexpected {other:?}"),
         }
         assert_eq!(table.len(KEY), 0);
+        assert!(!table.may_have_waiters(KEY), "a presence count outlived its queue");
     });
 }
 
@@ -330,6 +337,7 @@ fn expired_deadline_passes_the_wakeup_on() {
             WaitResult::TimedOut => {
                 assert_eq!(owner.log(), vec![(ticket.token, AsyncOutcome::Ok)], "the wake-up was lost");
                 assert_eq!(table.len(KEY), 0);
+                assert!(!table.may_have_waiters(KEY), "a presence count outlived its queue");
             }
             other => panic!("unexpected {other:?}"),
         }
@@ -361,6 +369,7 @@ fn two_notifiers_two_waiters() {
         assert_eq!(woken, 2);
         assert_eq!(owner.log(), vec![(ticket.token, AsyncOutcome::Ok)]);
         assert_eq!(table.len(KEY), 0);
+        assert!(!table.may_have_waiters(KEY), "a presence count outlived its queue");
     });
 }
 
@@ -390,6 +399,7 @@ fn a_stopping_waiter_passes_its_wakeup_on() {
         assert_eq!(stopping.join().unwrap(), WaitResult::Interrupted);
         assert_eq!(behind.join().unwrap(), WaitResult::Ok);
         assert_eq!(table.len(KEY), 0);
+        assert!(!table.may_have_waiters(KEY), "a presence count outlived its queue");
     });
 }
 
