@@ -10,6 +10,12 @@
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 /**
+ * The low 32 bits of the address of `ta[0]` (`ta` as in `wait`): with the
+ * index, the JavaScript layer finds an element's presence slot.
+ */
+export declare function addressOf(ta: unknown): number
+
+/**
  * Takes a queued async waiter of this thread back out (abort): the one
  * `waitAsync` queued on `ta[index]` with sequence number `seq`. True if it
  * was still queued: it consumed no wake-up and no outcome will be delivered
@@ -36,6 +42,11 @@ export interface Diagnostics {
   deadThreadRanges: number
   /** Locks whose poll role is held by an async waiter. */
   pollRoles: number
+  /**
+   * The sum of the wait table's presence counts: addresses with a queue,
+   * plus waiters checking their value right now.
+   */
+  presence: number
 }
 
 /**
@@ -60,6 +71,15 @@ export declare function notify(ta: unknown, index: number, count: number): numbe
  * whether it held it.
  */
 export declare function pollRelease(ta: unknown, index: number, id: number): boolean
+
+/**
+ * The wait table's presence counts (see futex-core's `table` module) as an
+ * `ArrayBuffer` over their memory, which `lib/futex.js` reads with
+ * `Atomics.load` so that a `notify` nobody waits for never enters native
+ * code; `null` where the runtime allows no external buffers. The memory is
+ * the process-wide table's, which is never freed: no finalizer.
+ */
+export declare function presenceBuffer(): unknown
 
 /**
  * Runs the liveness probe of a blocked `wait` `probes` times, then calls

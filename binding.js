@@ -835,12 +835,14 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.addressOf = nativeBinding.addressOf
 module.exports.cancelAsync = nativeBinding.cancelAsync
 module.exports.diagnostics = nativeBinding.diagnostics
 module.exports.initAsync = nativeBinding.initAsync
 module.exports.isThreadAlive = nativeBinding.isThreadAlive
 module.exports.notify = nativeBinding.notify
 module.exports.pollRelease = nativeBinding.pollRelease
+module.exports.presenceBuffer = nativeBinding.presenceBuffer
 module.exports.probeAlive = nativeBinding.probeAlive
 module.exports.queueLength = nativeBinding.queueLength
 module.exports.registerThread = nativeBinding.registerThread

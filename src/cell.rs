@@ -67,6 +67,27 @@ impl Cell {
         }
     }
 
+    /// The address of element 0 of `ta`, a shared `Int32Array` or
+    /// `BigInt64Array` (its presence slot base; see `addressOf`).
+    ///
+    /// # Safety
+    /// `env` and `ta` must be the live handles of the current N-API call.
+    pub unsafe fn base(env: sys::napi_env, ta: sys::napi_value) -> Result<usize> {
+        let mut kind = 0;
+        let mut length = 0usize;
+        let mut data: *mut c_void = ptr::null_mut();
+        // SAFETY: as in `resolve`.
+        let status = unsafe {
+            sys::napi_get_typedarray_info(env, ta, &mut kind, &mut length, &mut data, ptr::null_mut(), ptr::null_mut())
+        };
+        if status != sys::Status::napi_ok
+            || (kind != sys::TypedarrayType::int32_array && kind != sys::TypedarrayType::bigint64_array)
+        {
+            return Err(type_error("argument is not an Int32Array or BigInt64Array"));
+        }
+        Ok(data as usize)
+    }
+
     /// The element's address: the wait-queue key.
     pub fn key(self) -> usize {
         match self {

@@ -340,6 +340,45 @@ pub fn is_thread_alive(thread_id: u32) -> bool {
     !is_dead(thread_id)
 }
 
+/// The wait table's presence counts (see futex-core's `table` module) as an
+/// `ArrayBuffer` over their memory, which `lib/futex.js` reads with
+/// `Atomics.load` so that a `notify` nobody waits for never enters native
+/// code; `null` where the runtime allows no external buffers. The memory is
+/// the process-wide table's, which is never freed: no finalizer.
+#[napi(js_name = "presenceBuffer")]
+pub fn presence_buffer(env: &Env) -> Result<Unknown<'_>> {
+    let counts = TABLE.presence();
+    let raw_env = env.raw();
+    let mut value = ptr::null_mut();
+    // SAFETY: live env; the counts are static (the table is never dropped)
+    // and only ever accessed atomically, here and by JavaScript's Atomics.
+    let status = unsafe {
+        sys::napi_create_external_arraybuffer(
+            raw_env,
+            counts.as_ptr() as *mut c_void,
+            std::mem::size_of_val(counts),
+            None,
+            ptr::null_mut(),
+            &mut value,
+        )
+    };
+    if status != sys::Status::napi_ok {
+        // SAFETY: live env; out-pointer is a local.
+        check(unsafe { sys::napi_get_null(raw_env, &mut value) }, "napi_get_null")?;
+    }
+    // SAFETY: a value created on this env during this call.
+    Ok(unsafe { Unknown::from_raw_unchecked(raw_env, value) })
+}
+
+/// The low 32 bits of the address of `ta[0]` (`ta` as in `wait`): with the
+/// index, the JavaScript layer finds an element's presence slot.
+#[napi(js_name = "addressOf")]
+pub fn address_of(env: Env, ta: Unknown) -> Result<u32> {
+    // SAFETY: handles of this call; only the address is used afterwards.
+    let base = unsafe { Cell::base(env.raw(), ta.raw())? };
+    Ok(base as u32)
+}
+
 /// Waiters currently queued on `ta[index]` (diagnostics and tests).
 #[napi(js_name = "queueLength")]
 pub fn queue_length(env: Env, ta: Unknown, index: f64) -> Result<u32> {
@@ -364,6 +403,9 @@ pub struct Diagnostics {
     pub dead_thread_ranges: u32,
     /// Locks whose poll role is held by an async waiter.
     pub poll_roles: u32,
+    /// The sum of the wait table's presence counts: addresses with a queue,
+    /// plus waiters checking their value right now.
+    pub presence: u32,
 }
 
 #[napi(js_name = "diagnostics")]
@@ -376,5 +418,6 @@ pub fn diagnostics() -> Diagnostics {
         timer_entries: TIMER.pending() as u32,
         dead_thread_ranges: DEAD.lock().len() as u32,
         poll_roles: poll::held() as u32,
+        presence: TABLE.presence().iter().map(|c| c.load(Relaxed)).sum(),
     }
 }
