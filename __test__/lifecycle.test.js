@@ -88,6 +88,11 @@ describe('lifecycle (child processes)', () => {
     assert.strictEqual(lines[20], 'done')
   })
 
+  test('(h) no wake-up is lost to a notify that finds nobody queued: 20k turns passed with plain stores', LONG, async () => {
+    const lines = await expectExit('presence-race.js', [], 0)
+    assert.deepStrictEqual(lines, ['20000 some', '20000 some', 'done'])
+  })
+
   const moduleOnly = kind === 'module' ? {} : { skip: 'the module\'s own delivery and probes' }
 
   test('(f) a waiter notified by its own thread is delivered before exit, also when the timer thread scheduled the delivery', Object.assign({}, LONG, moduleOnly), async () => {

@@ -68,6 +68,7 @@ describe('AsyncLock: fast path and state word', () => {
   test('under contention the waiter sleeps in the addon and its unlock notifies', async () => {
     const lock = new AsyncLock()
     const w = await heldByWorker(lock)
+    let w2 = null
     try {
       const counts = await nativeCalls(async () => {
         const p = lock.lockAsync()
@@ -76,13 +77,24 @@ describe('AsyncLock: fast path and state word', () => {
         const release = await p
         // We took it after contention: WORD carries the contended bit.
         assert.strictEqual(cells(lock)[0], MAIN * 2 + 1)
+        // A worker blocks in lock() until it is the registered heir, asleep
+        // on SLOT: the unlock hands it the lock and must wake it in the addon.
+        // (An unlock that finds nobody asleep needs no native call at all.)
+        w2 = startWorker('acquire', { lock: handle(lock), mode: 'sync' })
+        await w2.next('waiting')
+        await until(() => cells(lock)[1] === w2.threadId + 1 &&
+          binding.queueLength(cells(lock), 1) === 1, 'the worker to sleep as the heir')
         release()
+        assert.strictEqual((await w2.next('acquired')).status, 'acquired')
       })
       assert.ok(counts.waitAsync >= 1, JSON.stringify(counts))
       assert.ok(counts.notify >= 1, JSON.stringify(counts))
+      w2.send('unlock')
+      await w2.next('released')
       assert.strictEqual(cells(lock)[0], 0)
     } finally {
       await w.terminate()
+      if (w2 !== null) await w2.terminate()
     }
   })
 

@@ -112,12 +112,58 @@ function toCount (count) {
   return c === Infinity ? Infinity : Math.trunc(c)
 }
 
+// --- arrays on shared memory ----------------------------------------------
+//
+// A shared Int32Array or BigInt64Array stays one: its kind, its buffer and
+// the address of its elements never change. So each one this thread has
+// validated is remembered (weakly) with what the calls need of it:
+//   big   whether its elements are 64-bit
+//   base  the low 32 bits of the address of element 0
+// A WeakMap lookup runs no user code (not even a Proxy's traps), and spares
+// the checks of `validate` on every later call.
+const known = new WeakMap()
+
+// ValidateIntegerTypedArray for a shared array: its entry in `known`, or null
+// for a valid array on non-shared memory (throws for anything else).
+function lookup (ta) {
+  let info = known.get(ta)
+  if (info === undefined) {
+    const kind = validate(ta)
+    if (kind === NOT_SHARED) return null
+    info = { big: kind === SHARED_I64, base: binding.addressOf(ta) }
+    known.set(ta, info)
+  }
+  return info
+}
+
 // ValidateIntegerTypedArray plus the "must be shared" rule of wait/waitAsync.
-// Returns whether `ta` is a BigInt64Array.
-function validateShared (ta) {
-  const kind = validate(ta)
-  if (kind === NOT_SHARED) throw new TypeError(`${describe(ta)} is not a shared typed array.`)
-  return kind === SHARED_I64
+function lookupShared (ta) {
+  const info = lookup(ta)
+  if (info === null) throw new TypeError(`${describe(ta)} is not a shared typed array.`)
+  return info
+}
+
+// The native wait table's presence counts (see futex-core's table module),
+// read in place: null where the runtime allows no external buffers.
+const presenceBuffer = binding.presenceBuffer()
+const presence = presenceBuffer === null ? null : new Uint32Array(presenceBuffer)
+const PRESENCE_SHIFT = presence === null ? 0 : 32 - Math.log2(presence.length)
+// A word of this thread's own, stored to as a full fence (see mayHaveWaiters).
+const fence = new Int32Array(new SharedArrayBuffer(4))
+
+// Whether element `i` of the array `info` describes may have waiters. False
+// only if no address of its presence slot has a queue, and no waiter is
+// checking its value: then nobody can be waiting for a value this thread
+// changed before the call. The store below is the notifier's half of the
+// protocol in the table's docs, `fence(SeqCst)`: a SeqCst store (x86 xchg,
+// arm64 stlr, which no later ldar passes) orders every store of this thread
+// before it ahead of the count's SeqCst load. V8 and JavaScriptCore perform
+// Atomics on every buffer, shared or not, as SeqCst machine atomics.
+function mayHaveWaiters (info, i) {
+  if (presence === null) return true
+  Atomics.store(fence, 0, 0)
+  const low = (info.base + (info.big ? i * 8 : i * 4)) >>> 2
+  return Atomics.load(presence, Math.imul(low, 0x9E3779B1) >>> PRESENCE_SHIFT) !== 0
 }
 
 // --- async waiters of this thread -----------------------------------------
@@ -242,35 +288,44 @@ function cancelAsync (ta, index, token) {
 }
 
 // --- the three operations --------------------------------------------------
+//
+// 'not-equal' in JS. Once every argument is converted (user code can run no
+// more), a value that differs from ta[index] is answered here, without
+// entering native code. This is one SeqCst load, as the spec's comparison
+// inside the WaiterList's critical section is; a value that matches is
+// compared again by the native layer under the queue's lock, which is the
+// comparison that decides whether the caller sleeps. Both answers are ones
+// the spec allows: the load is a point at which the value differed.
 
 // Method syntax: like the built-ins, these are not constructors.
 const api = {
   wait (ta, index, value, timeout) {
-    const big = validateShared(ta)
+    const info = lookupShared(ta)
     const i = toIndex(ta, index)
-    const v = toValue(big, value)
+    const v = toValue(info.big, value)
     const t = toTimeout(timeout)
-    if (t === 0) return Atomics.load(ta, i) === v ? 'timed-out' : 'not-equal'
+    // A value that differs needs no queue (see "'not-equal' in JS" above).
+    if (Atomics.load(ta, i) !== v) return 'not-equal'
+    if (t === 0) return 'timed-out'
     return RESULTS[binding.wait(ta, i, v, t)]
   },
 
   notify (ta, index, count) {
-    const kind = validate(ta)
+    const info = lookup(ta)
     const i = toIndex(ta, index)
     const c = toCount(count)
     // Non-shared memory has no waiters (Node 16+ returns 0 here too).
-    if (kind === NOT_SHARED) return 0
+    if (info === null || c === 0 || !mayHaveWaiters(info, i)) return 0
     return binding.notify(ta, i, c)
   },
 
   waitAsync (ta, index, value, timeout) {
-    const big = validateShared(ta)
+    const info = lookupShared(ta)
     const i = toIndex(ta, index)
-    const v = toValue(big, value)
+    const v = toValue(info.big, value)
     const t = toTimeout(timeout)
-    if (t === 0) {
-      return { async: false, value: Atomics.load(ta, i) === v ? 'timed-out' : 'not-equal' }
-    }
+    if (Atomics.load(ta, i) !== v) return { async: false, value: 'not-equal' }
+    if (t === 0) return { async: false, value: 'timed-out' }
     const promise = queue(ta, i, v, t, keepAliveDefault)
     if (promise === null) return { async: false, value: 'not-equal' }
     return { async: true, value: promise }
