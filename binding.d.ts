@@ -62,9 +62,6 @@ export declare function initAsync(deliver: unknown): void
  */
 export declare function isThreadAlive(threadId: number): boolean
 
-/** Wakes up to `count` waiters of `ta[index]` (`Infinity`: all); returns how many woke. */
-export declare function notify(ta: unknown, index: number, count: number): number
-
 /**
  * Acquisition `id` of this thread is over: if it held the poll role of the
  * lock whose word is `ta[index]`, the role goes to another waiter. Returns
@@ -94,20 +91,6 @@ export declare function queueLength(ta: unknown, index: number): number
 
 /** Watches this thread, `thread_id`, so that its end is recorded. */
 export declare function registerThread(threadId: number): void
-
-/** Blocking wait on `ta[index]`. Returns 0 'ok', 1 'not-equal', 2 'timed-out'. */
-export declare function wait(ta: unknown, index: number, value: unknown, timeout: number): number
-
-/**
- * Queues an async waiter on `ta[index]` for this thread, under the name
- * `slot` (its place in the thread's table of promises in `lib/futex.js`).
- * Returns its sequence number (which, with the address, names it for
- * `cancelAsync`), or 0 if the value differs ('not-equal'). Its outcome is
- * later handed to the `deliver` callback given to `initAsync`, on this
- * thread. With `keepAlive`, the thread's event loop stays alive until then.
- * The caller (JS) keeps `ta` alive while the waiter is pending.
- */
-export declare function waitAsync(ta: unknown, index: number, value: unknown, timeout: number, keepAlive: boolean, slot: number): number
 
 /**
  * `waitAsync` for a waiter of a lock whose word is `ta[roleIndex]` (its

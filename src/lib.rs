@@ -8,13 +8,14 @@ use std::ptr;
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use futex_core::{Ticket, Timer, WaitResult, WaitTable};
+use futex_core::{Ticket, Timer, WaitTable};
 use napi::{sys, Env, Error, JsValue, Result, Status, Unknown};
 use napi_derive::napi;
 use parking_lot::Mutex;
 
 mod cell;
 mod poll;
+mod raw;
 mod resolver;
 
 use cell::Cell;
@@ -35,12 +36,12 @@ pub(crate) static TIMER: LazyLock<Timer<Ticket>> = LazyLock::new(|| {
 });
 
 /// A blocked `wait` checks this often whether its thread is being stopped.
-const SLICE: Duration = Duration::from_millis(50);
+pub(crate) const SLICE: Duration = Duration::from_millis(50);
 
 /// Result codes shared with `lib/futex.js`.
-const OK: u32 = 0;
-const NOT_EQUAL: u32 = 1;
-const TIMED_OUT: u32 = 2;
+pub(crate) const OK: u32 = 0;
+pub(crate) const NOT_EQUAL: u32 = 1;
+pub(crate) const TIMED_OUT: u32 = 2;
 
 /// An N-API status as a `Result`: `what` names the call that failed.
 pub(crate) fn check(status: sys::napi_status, what: &str) -> Result<()> {
@@ -52,7 +53,7 @@ pub(crate) fn check(status: sys::napi_status, what: &str) -> Result<()> {
 }
 
 /// `now + ms`, or `None` for "forever" (infinite, NaN, or past `Instant`'s range).
-fn deadline(ms: f64) -> Option<Instant> {
+pub(crate) fn deadline(ms: f64) -> Option<Instant> {
     if !ms.is_finite() {
         return None;
     }
@@ -66,7 +67,7 @@ fn deadline(ms: f64) -> Option<Instant> {
 /// The handles the probe creates live in a scope of its own: a `wait` that
 /// blocks for a day probes about two million times inside one N-API call,
 /// whose own scope would otherwise keep every one of them until it returns.
-fn js_alive(env: sys::napi_env) -> bool {
+pub(crate) fn js_alive(env: sys::napi_env) -> bool {
     // SAFETY: `env` is the live env of the N-API call this runs inside; the
     // scope is closed on every path after being opened; the property name is
     // a NUL-terminated literal; out-pointers are locals.
@@ -107,38 +108,8 @@ pub fn probe_alive(env: Env, probes: u32, then: Unknown) -> Result<bool> {
     Ok(alive)
 }
 
-/// Blocking wait on `ta[index]`. Returns 0 'ok', 1 'not-equal', 2 'timed-out'.
-#[napi(js_name = "wait")]
-pub fn wait(env: Env, ta: Unknown, index: f64, value: Unknown, timeout: f64) -> Result<u32> {
-    let raw_env = env.raw();
-    // SAFETY: handles of this call; the array argument keeps its buffer alive
-    // for the whole (blocking) call, which is as long as `cell` is used.
-    let (cell, expected) = unsafe {
-        let cell = Cell::resolve(raw_env, ta.raw(), index)?;
-        (cell, cell.expected(raw_env, value.raw())?)
-    };
-    // SAFETY: as above, the buffer is alive during the call.
-    let validate = || unsafe { cell.holds(expected) };
-    let result = TABLE.wait(cell.key(), validate, deadline(timeout), SLICE, || !js_alive(raw_env));
-    Ok(match result {
-        WaitResult::Ok => OK,
-        WaitResult::NotEqual => NOT_EQUAL,
-        // The thread is stopping: nobody will see this result.
-        WaitResult::TimedOut | WaitResult::Interrupted => TIMED_OUT,
-    })
-}
-
-/// Wakes up to `count` waiters of `ta[index]` (`Infinity`: all); returns how many woke.
-#[napi(js_name = "notify")]
-pub fn notify(env: Env, ta: Unknown, index: f64, count: f64) -> Result<u32> {
-    // SAFETY: handles of this call; only the address is used afterwards.
-    let cell = unsafe { Cell::resolve(env.raw(), ta.raw(), index)? };
-    let count = if count >= u32::MAX as f64 { usize::MAX } else { count.max(0.0) as usize };
-    Ok(TABLE.notify(cell.key(), count) as u32)
-}
-
 /// This thread's resolver, which `initAsync` sets up.
-fn this_resolver() -> Result<Arc<resolver::Resolver>> {
+pub(crate) fn this_resolver() -> Result<Arc<resolver::Resolver>> {
     resolver::current()
         .ok_or_else(|| Error::new(Status::GenericFailure, "initAsync was not called on this thread".to_owned()))
 }
@@ -147,46 +118,12 @@ fn this_resolver() -> Result<Arc<resolver::Resolver>> {
 /// keep-alive and give it its deadline. The waiter may already be decided by
 /// another thread, but its outcome can only be delivered on this thread,
 /// after the call returns. Returns its sequence number, as JS receives it.
-fn queued(owner: &resolver::Resolver, ticket: Ticket, at: Option<Instant>) -> f64 {
+pub(crate) fn queued(owner: &resolver::Resolver, ticket: Ticket, at: Option<Instant>) -> f64 {
     owner.queued(Token(ticket.token));
     if let Some(at) = at {
         TIMER.schedule(at, ticket);
     }
     ticket.seq as f64
-}
-
-/// Queues an async waiter on `ta[index]` for this thread, under the name
-/// `slot` (its place in the thread's table of promises in `lib/futex.js`).
-/// Returns its sequence number (which, with the address, names it for
-/// `cancelAsync`), or 0 if the value differs ('not-equal'). Its outcome is
-/// later handed to the `deliver` callback given to `initAsync`, on this
-/// thread. With `keepAlive`, the thread's event loop stays alive until then.
-/// The caller (JS) keeps `ta` alive while the waiter is pending.
-#[napi(js_name = "waitAsync")]
-pub fn wait_async(
-    env: Env,
-    ta: Unknown,
-    index: f64,
-    value: Unknown,
-    timeout: f64,
-    keep_alive: bool,
-    slot: u32,
-) -> Result<f64> {
-    let raw_env = env.raw();
-    let owner = this_resolver()?;
-    // SAFETY: handles of this call; memory is only read during this call.
-    let (cell, expected) = unsafe {
-        let cell = Cell::resolve(raw_env, ta.raw(), index)?;
-        (cell, cell.expected(raw_env, value.raw())?)
-    };
-    // SAFETY: the array argument keeps the buffer alive during the call.
-    let validate = || unsafe { cell.holds(expected) };
-    let at = deadline(timeout);
-    let token = Token::new(slot, keep_alive, at.is_some());
-    let Some(ticket) = TABLE.wait_async(cell.key(), validate, owner.clone(), token.0) else {
-        return Ok(0.0);
-    };
-    Ok(queued(&owner, ticket, at))
 }
 
 /// `waitAsync` for a waiter of a lock whose word is `ta[roleIndex]` (its

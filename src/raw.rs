@@ -1,0 +1,194 @@
+//! The calls on hot paths (`wait`, `notify`, `waitAsync`) as plain N-API
+//! callbacks, registered on the module's exports at load.
+//!
+//! A generated napi-rs wrapper converts each argument through its generic
+//! machinery and opens and closes bookkeeping scopes around every call: for a
+//! call whose own work is a bucket lock and a few loads, that was more than
+//! half of its cost. Here each argument is read with exactly one N-API call.
+//! Arguments arrive already converted and validated by `lib/futex.js`; what
+//! memory safety depends on (kind, bounds) is checked again by
+//! [`Cell::resolve`], whose errors are thrown as `TypeError` / `RangeError`.
+
+use std::ffi::{c_char, CStr};
+use std::ptr;
+
+use futex_core::WaitResult;
+use napi::bindgen_prelude::Object;
+use napi::{sys, Env, JsValue, Result};
+use napi_derive::napi;
+
+use crate::cell::Cell;
+use crate::resolver::Token;
+use crate::{check, deadline, js_alive, queued, this_resolver, NOT_EQUAL, OK, SLICE, TABLE, TIMED_OUT};
+
+type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
+
+/// Registers the raw callbacks on the module's exports.
+#[napi(module_exports)]
+pub fn register(exports: Object, env: Env) -> Result<()> {
+    let entries: [(&CStr, Callback); 3] =
+        [(c"wait", raw_wait), (c"notify", raw_notify), (c"waitAsync", raw_wait_async)];
+    let env = env.raw();
+    for (name, callback) in entries {
+        let mut function = ptr::null_mut();
+        // SAFETY: live env and exports of the module's initialisation; the
+        // names are NUL-terminated literals; the callbacks match N-API's type.
+        unsafe {
+            check(
+                sys::napi_create_function(
+                    env,
+                    name.as_ptr(),
+                    usize::MAX as isize,
+                    Some(callback),
+                    ptr::null_mut(),
+                    &mut function,
+                ),
+                "napi_create_function",
+            )?;
+            check(
+                sys::napi_set_named_property(env, exports.raw(), name.as_ptr(), function),
+                "napi_set_named_property",
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The first `N` arguments of the call (missing ones are `undefined`).
+///
+/// # Safety
+/// `env` and `info` must be those of the running callback.
+unsafe fn args<const N: usize>(env: sys::napi_env, info: sys::napi_callback_info) -> [sys::napi_value; N] {
+    let mut argv = [ptr::null_mut(); N];
+    let mut argc = N;
+    // SAFETY: `argv` has room for `argc` values (function contract otherwise).
+    unsafe { sys::napi_get_cb_info(env, info, &mut argc, argv.as_mut_ptr(), ptr::null_mut(), ptr::null_mut()) };
+    argv
+}
+
+/// A number argument; NaN if it is not a number.
+///
+/// # Safety
+/// Live handles of the running callback.
+unsafe fn number(env: sys::napi_env, value: sys::napi_value) -> f64 {
+    let mut n = f64::NAN;
+    // SAFETY: live handles; on failure `n` stays NaN.
+    unsafe { sys::napi_get_value_double(env, value, &mut n) };
+    n
+}
+
+/// # Safety
+/// Live env of the running callback.
+unsafe fn from_u32(env: sys::napi_env, n: u32) -> sys::napi_value {
+    let mut value = ptr::null_mut();
+    // SAFETY: live env; out-pointer is a local.
+    unsafe { sys::napi_create_uint32(env, n, &mut value) };
+    value
+}
+
+/// # Safety
+/// Live env of the running callback.
+unsafe fn from_f64(env: sys::napi_env, n: f64) -> sys::napi_value {
+    let mut value = ptr::null_mut();
+    // SAFETY: live env; out-pointer is a local.
+    unsafe { sys::napi_create_double(env, n, &mut value) };
+    value
+}
+
+/// Throws `error` as the JavaScript error it stands for (a bad index is a
+/// `RangeError`, anything else about the arguments a `TypeError`); returns
+/// the null handle the callback then returns.
+///
+/// # Safety
+/// Live env of the running callback.
+unsafe fn throw(env: sys::napi_env, error: napi::Error) -> sys::napi_value {
+    let mut message = error.reason.into_bytes();
+    message.retain(|&b| b != 0);
+    message.push(0);
+    let message = message.as_ptr() as *const c_char;
+    // SAFETY: live env; `message` is NUL-terminated and outlives the call.
+    unsafe {
+        if error.status == napi::Status::InvalidArg && CStr::from_ptr(message).to_bytes().starts_with(b"index") {
+            sys::napi_throw_range_error(env, ptr::null(), message);
+        } else if error.status == napi::Status::InvalidArg {
+            sys::napi_throw_type_error(env, ptr::null(), message);
+        } else {
+            sys::napi_throw_error(env, ptr::null(), message);
+        }
+    }
+    ptr::null_mut()
+}
+
+/// `wait(ta, index, value, timeout)`: blocks; returns 0 'ok', 1 'not-equal',
+/// 2 'timed-out' (see `lib/futex.js`).
+unsafe extern "C" fn raw_wait(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: handles of this call; the array argument keeps its buffer alive
+    // for the whole (blocking) call, which is as long as `cell` is used.
+    unsafe {
+        let [ta, index, value, timeout] = args::<4>(env, info);
+        let resolved = Cell::resolve(env, ta, number(env, index)).and_then(|c| Ok((c, c.expected(env, value)?)));
+        let (cell, expected) = match resolved {
+            Ok(x) => x,
+            Err(e) => return throw(env, e),
+        };
+        let validate = || cell.holds(expected);
+        let result = TABLE.wait(cell.key(), validate, deadline(number(env, timeout)), SLICE, || !js_alive(env));
+        from_u32(
+            env,
+            match result {
+                WaitResult::Ok => OK,
+                WaitResult::NotEqual => NOT_EQUAL,
+                // The thread is stopping: nobody will see this result.
+                WaitResult::TimedOut | WaitResult::Interrupted => TIMED_OUT,
+            },
+        )
+    }
+}
+
+/// `notify(ta, index, count)`: wakes up to `count` waiters (`Infinity`: all);
+/// returns how many woke.
+unsafe extern "C" fn raw_notify(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: handles of this call; only the address is used afterwards.
+    unsafe {
+        let [ta, index, count] = args::<3>(env, info);
+        let cell = match Cell::resolve(env, ta, number(env, index)) {
+            Ok(c) => c,
+            Err(e) => return throw(env, e),
+        };
+        let count = number(env, count);
+        let count = if count >= u32::MAX as f64 { usize::MAX } else { count.max(0.0) as usize };
+        from_u32(env, TABLE.notify(cell.key(), count) as u32)
+    }
+}
+
+/// `waitAsync(ta, index, value, timeout, keepAlive, slot)`: queues an async
+/// waiter of this thread under the name `slot` (its place in the thread's
+/// table of promises in `lib/futex.js`). Returns its sequence number (which,
+/// with the address, names it for `cancelAsync`), or 0 if the value differs.
+/// Its outcome is later handed to the `deliver` callback given to
+/// `initAsync`, on this thread; with `keepAlive` the thread's event loop
+/// stays alive until then. The caller keeps `ta` alive while it is pending.
+unsafe extern "C" fn raw_wait_async(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: handles of this call; memory is only read during this call.
+    unsafe {
+        let [ta, index, value, timeout, keep_alive, slot] = args::<6>(env, info);
+        let owner = match this_resolver() {
+            Ok(o) => o,
+            Err(e) => return throw(env, e),
+        };
+        let resolved = Cell::resolve(env, ta, number(env, index)).and_then(|c| Ok((c, c.expected(env, value)?)));
+        let (cell, expected) = match resolved {
+            Ok(x) => x,
+            Err(e) => return throw(env, e),
+        };
+        let mut keep = false;
+        sys::napi_get_value_bool(env, keep_alive, &mut keep);
+        let at = deadline(number(env, timeout));
+        let token = Token::new(number(env, slot) as u32, keep, at.is_some());
+        let validate = || cell.holds(expected);
+        let Some(ticket) = TABLE.wait_async(cell.key(), validate, owner.clone(), token.0) else {
+            return from_f64(env, 0.0);
+        };
+        from_f64(env, queued(&owner, ticket, at))
+    }
+}
