@@ -51,8 +51,9 @@ export interface Diagnostics {
 
 /**
  * Creates this thread's resolver (its one threadsafe function) around
- * `deliver(list)`, called on this thread with each batch of outcomes: a
- * `Uint32Array` of `slot << 1 | timedOut`. Idempotent.
+ * `deliver(list)`, called on this thread with each batch of outcomes,
+ * `slot << 1 | timedOut` each: a number for a batch of one, else a
+ * `Uint32Array`. Idempotent.
  */
 export declare function initAsync(deliver: unknown): void
 

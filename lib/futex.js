@@ -201,9 +201,15 @@ function settle (slot, value) {
   release(slot)(value)
 }
 
-// Called natively on this thread with a batch of outcomes: slot << 1 | timedOut.
+// Called natively on this thread with a batch of outcomes, each
+// slot << 1 | timedOut: a number for a batch of one, else a Uint32Array.
 // (Each waiter has exactly one outcome, so each slot appears once.)
 function deliver (list) {
+  if (typeof list === 'number') {
+    pendingCount--
+    release(list >>> 1)((list & 1) === 0 ? 'ok' : 'timed-out')
+    return
+  }
   const n = list.length
   for (let k = 0; k < n; k++) {
     const entry = list[k]

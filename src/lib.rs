@@ -201,8 +201,9 @@ pub fn cancel_async(env: Env, ta: Unknown, index: f64, seq: f64) -> Result<bool>
 }
 
 /// Creates this thread's resolver (its one threadsafe function) around
-/// `deliver(list)`, called on this thread with each batch of outcomes: a
-/// `Uint32Array` of `slot << 1 | timedOut`. Idempotent.
+/// `deliver(list)`, called on this thread with each batch of outcomes,
+/// `slot << 1 | timedOut` each: a number for a batch of one, else a
+/// `Uint32Array`. Idempotent.
 #[napi(js_name = "initAsync")]
 pub fn init_async(env: Env, deliver: Unknown) -> Result<()> {
     // SAFETY: handles of this call on this thread.

@@ -7,8 +7,9 @@
 //! [`Owner::complete`] (called by a notifier or the timer thread) appends the
 //! waiter to the batch and, only if the batch was empty, calls the threadsafe
 //! function. When the JS thread runs the call, it takes the whole batch and
-//! hands it to the JS `deliver` callback as one `Uint32Array`, which settles
-//! the promises (`lib/futex.js`). A notify-all of 100k waiters thus costs one
+//! hands it to the JS `deliver` callback as one `Uint32Array` (a batch of one,
+//! the usual wake-up of an idle loop, as a plain number), which settles the
+//! promises (`lib/futex.js`). A notify-all of 100k waiters thus costs one
 //! wake-up of the owning thread and one call into JS, not 100k.
 //!
 //! Nothing native refers to a waiter's promise: the promise, the function
@@ -247,7 +248,8 @@ pub fn current() -> Option<Arc<Resolver>> {
 }
 
 /// Creates this thread's resolver; `deliver(list)` is called on this thread
-/// with each batch of outcomes, a `Uint32Array` of `slot << 1 | timedOut`.
+/// with each batch of outcomes, `slot << 1 | timedOut` each: a number for a
+/// batch of one, else a `Uint32Array`.
 ///
 /// # Safety
 /// `env` and `deliver` must be live handles of the current N-API call on this thread.
@@ -335,30 +337,48 @@ unsafe extern "C" fn call_js(env: sys::napi_env, deliver: sys::napi_value, conte
     if batch.is_empty() {
         return;
     }
+    let entry = |&(_, token, outcome): &(Key, Token, AsyncOutcome)| {
+        (token.slot() << 1) | u32::from(outcome != AsyncOutcome::Ok)
+    };
     // SAFETY: env is this thread's live env during the callback; `data` is
     // the array buffer's memory of `batch.len()` u32s, written before the
     // buffer is handed to JS. Handles live in the callback's scope.
     unsafe {
-        let mut data: *mut c_void = ptr::null_mut();
-        let mut buffer = ptr::null_mut();
-        if sys::napi_create_arraybuffer(env, batch.len() * 4, &mut data, &mut buffer) != sys::Status::napi_ok {
-            // Only when the env is going away: its cleanup hook passes on
-            // nothing for these (they left the batch), so do it here.
+        let mut list = ptr::null_mut();
+        if let [one] = batch.as_slice() {
+            // The usual wake-up of an idle loop: a plain number.
+            sys::napi_create_uint32(env, entry(one), &mut list);
+        } else {
+            let mut data: *mut c_void = ptr::null_mut();
+            let mut buffer = ptr::null_mut();
+            if sys::napi_create_arraybuffer(env, batch.len() * 4, &mut data, &mut buffer) == sys::Status::napi_ok {
+                let slots = std::slice::from_raw_parts_mut(data as *mut u32, batch.len());
+                for (slot, outcome) in slots.iter_mut().zip(&batch) {
+                    *slot = entry(outcome);
+                }
+                sys::napi_create_typedarray(env, sys::TypedarrayType::uint32_array, batch.len(), buffer, 0, &mut list);
+            }
+        }
+        let mut undefined = ptr::null_mut();
+        sys::napi_get_undefined(env, &mut undefined);
+        // An exception thrown by `deliver` is reported by Node as uncaught.
+        let status = if list.is_null() {
+            sys::Status::napi_generic_failure
+        } else {
+            sys::napi_call_function(env, undefined, deliver, 1, &list, ptr::null_mut())
+        };
+        let mut threw = false;
+        if status != sys::Status::napi_ok
+            && sys::napi_is_exception_pending(env, &mut threw) == sys::Status::napi_ok
+            && !threw
+        {
+            // `deliver` did not run: the env is going away (a terminated
+            // worker can no longer run JavaScript). Its cleanup hook passes
+            // on nothing for these (they left the batch), so do it here.
             for &(key, _, outcome) in &batch {
                 pass_on(key, outcome);
             }
-            return;
         }
-        let list = std::slice::from_raw_parts_mut(data as *mut u32, batch.len());
-        for (entry, &(_, token, outcome)) in list.iter_mut().zip(&batch) {
-            *entry = (token.slot() << 1) | u32::from(outcome != AsyncOutcome::Ok);
-        }
-        let mut array = ptr::null_mut();
-        let mut undefined = ptr::null_mut();
-        sys::napi_create_typedarray(env, sys::TypedarrayType::uint32_array, batch.len(), buffer, 0, &mut array);
-        sys::napi_get_undefined(env, &mut undefined);
-        // An exception thrown by `deliver` is reported by Node as uncaught.
-        sys::napi_call_function(env, undefined, deliver, 1, &array, ptr::null_mut());
     }
 }
 
