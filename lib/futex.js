@@ -144,9 +144,20 @@ function lookupShared (ta) {
 }
 
 // The native wait table's presence counts (see futex-core's table module),
-// read in place: null where the runtime allows no external buffers.
-const presenceBuffer = binding.presenceBuffer()
-const presence = presenceBuffer === null ? null : new Uint32Array(presenceBuffer)
+// read in place: null where the runtime allows no external buffers, or no
+// Atomics on memory that is not shared (V8 before 9, Node 14).
+function presenceView () {
+  const buffer = binding.presenceBuffer()
+  if (buffer === null) return null
+  const view = new Uint32Array(buffer)
+  try {
+    Atomics.load(view, 0)
+    return view
+  } catch {
+    return null
+  }
+}
+const presence = presenceView()
 const PRESENCE_SHIFT = presence === null ? 0 : 32 - Math.log2(presence.length)
 // A word of this thread's own, stored to as a full fence (see mayHaveWaiters).
 const fence = new Int32Array(new SharedArrayBuffer(4))
