@@ -5,7 +5,7 @@
 // (baselines/helper-pool.js), and as references on a Node that has
 // Atomics.waitAsync: 'ours' (shared-futex's waitAsync) and 'native'.
 // Prints one JSON line:
-//   { latencyUs: median notify → continuation, p90Us, samples, ownCpuMs }
+//   { latencyUs: median notify → continuation, p90Us, p99Us, samples, ownCpuMs }
 //
 // The main thread arms a waitAsync, tells a worker it is armed, and awaits;
 // the worker sleeps 0.2 ms (so the waiter is really asleep, for either
@@ -101,6 +101,7 @@ async function main () {
   process.stdout.write(JSON.stringify({
     latencyUs: quantile(samples, 0.5),
     p90Us: quantile(samples, 0.9),
+    p99Us: quantile(samples, 0.99),
     samples: samples.length,
     ownCpuMs: ownCpuMs()
   }) + '\n')
