@@ -20,6 +20,7 @@ const { machine, describe, load, cpuClock, othersShare } = require('./lib/machin
 const { runScenario } = require('./lib/runner')
 const { figures, ratios } = require('./lib/report')
 const { render } = require('./chart')
+const { nodeBinary } = require('./lib/other-node')
 
 const SCENARIOS = [
   require('./scenarios/sync-pingpong'),
@@ -72,17 +73,6 @@ function options (args) {
   return base
 }
 
-// The node binary `--node` names: a path, or a major version from the npm
-// registry (scripts/node-versions.js pins which release). Null: this one.
-async function otherNode (spec) {
-  if (!/^\d+$/.test(spec)) return path.resolve(spec)
-  const major = Number(spec)
-  if (major === Number(process.versions.node.split('.')[0])) return null
-  const { ensure } = require('../scripts/node-versions')
-  const found = await ensure([major], (m) => console.log(`${m} into .node-versions/${major} ...`))
-  return found[major].bin
-}
-
 // Runs this script under `node` with the other arguments; resolves with its exit code.
 function runUnder (node, args) {
   const argv = [__filename, ...args.rest]
@@ -102,7 +92,7 @@ function runUnder (node, args) {
 async function main () {
   const args = parse(process.argv.slice(2))
   if (args.node) {
-    const node = await otherNode(args.node)
+    const node = await nodeBinary(args.node)
     if (node) {
       process.exitCode = await runUnder(node, args)
       return
