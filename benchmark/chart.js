@@ -8,7 +8,7 @@
 
 const fs = require('fs')
 const path = require('path')
-const { figure, ratio } = require('./lib/format')
+const { figure, ratio, comparisonTarget } = require('./lib/format')
 const { describe } = require('./lib/machine')
 
 const W = 1120
@@ -44,9 +44,22 @@ function rows (run) {
     for (const k of s.skippedCases || []) {
       if (k.reason !== 'not in --quick') out.push({ skipped: `${s.id}. ${s.title}: ${k.label}: skipped (${k.reason})` })
     }
+    for (const c of s.cases) {
+      for (const k of c.skippedImpls || []) out.push({ skipped: `${s.id}. ${s.title}: ${c.label}: ${k.impl} skipped (${k.reason})` })
+    }
     for (const x of s.comparisons) {
       const c = s.cases.find((k) => k.id === x.case)
       const m = c.metrics.find((k) => k.name === x.metric)
+      if (x.form === 'value') {
+        // An absolute target: no ratio to draw, the figure against its target.
+        out.push({
+          label: `${s.id}. ${s.title}: ${c.label}`,
+          sub: `${m.label}, ${x.ours}`,
+          x,
+          absolute: `${figure(x.value, m.unit)} (rounds ${figure(x.min, m.unit)}–${figure(x.max, m.unit)}; target ${comparisonTarget(x, m.unit)})${x.met == null ? '' : x.met ? ' ✓' : ' ✗'}`
+        })
+        continue
+      }
       out.push({
         label: `${s.id}. ${s.title}: ${c.label}`,
         sub: `${m.label}, vs ${x.base}`,
@@ -111,6 +124,11 @@ function render (run) {
     const x = r.x
     out.push(text(16, mid - 1, cut(r.label, LABEL_CHARS), 'font-weight="600"'))
     out.push(text(16, mid + 10, r.sub, 'fill="#666" font-size="10"'))
+    if (r.absolute) {
+      const color = x.met == null ? COLOR.none : x.met ? COLOR.met : COLOR.missed
+      out.push(text(X(1) + 4, mid + 4, r.absolute, `font-size="11" font-weight="bold" fill="${color}"`))
+      return
+    }
     if (Number.isFinite(x.advantage) && x.advantage > 0) {
       const a = X(1)
       const b = X(clamp(x.advantage))

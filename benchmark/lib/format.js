@@ -14,9 +14,12 @@ function figure (value, unit) {
   switch (unit) {
     case '/s': return `${si(value)}/s`
     case 'ms': return value >= 100 ? `${value.toFixed(0)} ms` : `${value.toPrecision(3)} ms`
-    case 'us': return value >= 1000 ? `${(value / 1000).toPrecision(3)} ms` : `${value.toPrecision(3)} µs`
+    case 'us': if (value < 1) return `${(value * 1000).toPrecision(3)} ns`
+      return value >= 1000 ? `${(value / 1000).toPrecision(3)} ms` : `${value.toPrecision(3)} µs`
     case 'ns': return value >= 1000 ? `${(value / 1000).toPrecision(3)} µs` : `${value.toPrecision(3)} ns`
     case 'B': return value >= 10240 ? `${(value / 1024).toFixed(0)} KiB` : `${value.toFixed(0)} B`
+    case 'index': return value.toFixed(3)
+    case 'count': return value.toFixed(0)
     default: return `${value.toPrecision(3)} ${unit}`
   }
 }
@@ -26,4 +29,20 @@ function ratio (x) {
   return x >= 100 ? `${x.toFixed(0)}×` : x >= 10 ? `${x.toFixed(1)}×` : `${x.toFixed(2)}×`
 }
 
-module.exports = { figure, ratio }
+// A comparison (lib/compare.js) in words: what is divided by what (or, for
+// an absolute target, whose figure), its value, and its target.
+function comparisonForm (x) {
+  if (x.form === 'value') return x.ours
+  return x.form === 'ours/base' ? `${x.ours} ÷ ${x.base}` : `${x.base} ÷ ${x.ours}`
+}
+
+function comparisonValue (x, v, unit) {
+  return x.form === 'value' ? figure(v, unit) : ratio(v)
+}
+
+function comparisonTarget (x, unit, none = '') {
+  if (x.target == null) return none
+  return `${x.op === '>=' ? '≥' : '≤'} ${x.form === 'value' ? figure(x.target, unit) : `${x.target}×`}`
+}
+
+module.exports = { figure, ratio, comparisonForm, comparisonValue, comparisonTarget }

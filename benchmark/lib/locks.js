@@ -1,8 +1,11 @@
 'use strict'
 // The locks under test, by name, usable in any thread:
-//   'ours': shared-futex's AsyncLock (lib/lock.js);
-//   'blog': the blog post's AsyncLock over native Atomics (baselines/).
-// Both are built from (sab, byteOffset), so every thread gets the same lock.
+//   'ours':     shared-futex's AsyncLock (lib/lock.js);
+//   'blog':     the blog post's AsyncLock over native Atomics (baselines/);
+//   'weblocks': Web Locks (worker_threads.locks, Node 24.5+), an exclusive
+//               request on a name; async only (executeLocked, no lock()).
+// All are built from (sab, byteOffset), so every thread gets the same lock:
+// Web Locks' name is a number that lockBuffer() writes into the buffer.
 
 const { ROOT } = require('./impl')
 const { BlogAsyncLock } = require('../baselines/blog-lock')
@@ -17,16 +20,48 @@ function oursMissing () {
   }
 }
 
+// The running Node's Web Locks manager, or null.
+function webLocks () {
+  let locks
+  try {
+    locks = require('worker_threads').locks
+  } catch {}
+  return locks && typeof locks.request === 'function' ? locks : null
+}
+
+// Why Web Locks cannot be measured on this Node, or null.
+function webLocksMissing () {
+  return webLocks() ? null : `Node ${process.version} has no Web Locks (worker_threads.locks, Node 24.5+; try --node 24)`
+}
+
+// Web Locks behind the interface the scenarios use.
+class WebLock {
+  constructor (name) {
+    this.name = name
+    this.locks = webLocks()
+  }
+
+  executeLocked (fn) {
+    return this.locks.request(this.name, fn)
+  }
+}
+
+const NAME_INDEX = 8 // Int32 index: byte 32, outside the 8 bytes of a lock word
+
 function makeLock (name, sab, byteOffset) {
   if (name === 'blog') return new BlogAsyncLock(sab, byteOffset)
   if (name === 'ours') return new (require(ROOT).AsyncLock)(sab, byteOffset)
+  if (name === 'weblocks') return new WebLock(`shared-futex-bench-${new Int32Array(sab)[NAME_INDEX]}`)
   throw new Error(`unknown lock ${name}`)
 }
 
 // Room for one lock of either kind (shared-futex's may use 8 bytes), on its
-// own cache line.
+// own cache line, and a fresh name for Web Locks.
+let made = 0
 function lockBuffer () {
-  return new SharedArrayBuffer(64)
+  const sab = new SharedArrayBuffer(64)
+  new Int32Array(sab)[NAME_INDEX] = ++made
+  return sab
 }
 
-module.exports = { oursMissing, makeLock, lockBuffer }
+module.exports = { oursMissing, webLocksMissing, makeLock, lockBuffer }

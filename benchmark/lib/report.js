@@ -1,7 +1,7 @@
 'use strict'
 // The plain-text tables `npm run bench` prints.
 
-const { figure, ratio } = require('./format')
+const { figure, comparisonForm, comparisonValue, comparisonTarget } = require('./format')
 
 function pad (s, n) {
   s = String(s)
@@ -25,6 +25,7 @@ function figures (scenarios) {
     }
     for (const k of s.skippedCases || []) rows.push([`${s.id} ${s.title}`, k.label, `skipped: ${k.reason}`, '', '', '', ''])
     for (const c of s.cases) {
+      for (const k of c.skippedImpls || []) rows.push([`${s.id} ${s.title}`, c.label, `${k.impl} skipped: ${k.reason}`, '', '', '', ''])
       for (const m of c.metrics) {
         for (const impl of c.impls) {
           const r = c.results[impl][m.name]
@@ -36,11 +37,6 @@ function figures (scenarios) {
   return table(rows)
 }
 
-function describeTarget (x) {
-  if (x.target == null) return '—'
-  return `${x.op === '>=' ? '≥' : '≤'} ${x.target}×`
-}
-
 // Ratios against the baselines, with the project's targets.
 function ratios (scenarios) {
   const rows = [['scenario', 'case', 'figure', 'ratio', 'value', 'rounds min–max', 'target', 'met']]
@@ -48,10 +44,9 @@ function ratios (scenarios) {
     for (const x of s.comparisons) {
       const c = s.cases.find((k) => k.id === x.case)
       const m = c.metrics.find((k) => k.name === x.metric)
-      const form = x.form === 'ours/base' ? `${x.ours} ÷ ${x.base}` : `${x.base} ÷ ${x.ours}`
       rows.push([
-        `${s.id} ${s.title}`, c.label, m.label, form, ratio(x.value),
-        `${ratio(x.min)}–${ratio(x.max)}`, describeTarget(x),
+        `${s.id} ${s.title}`, c.label, m.label, comparisonForm(x), comparisonValue(x, x.value, m.unit),
+        `${comparisonValue(x, x.min, m.unit)}–${comparisonValue(x, x.max, m.unit)}`, comparisonTarget(x, m.unit, '—'),
         x.met == null ? '' : x.met ? 'yes' : 'no'
       ])
     }

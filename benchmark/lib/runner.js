@@ -3,6 +3,9 @@
 // implementation, then `rounds` rounds in which each implementation is
 // measured once, in an order that rotates from round to round (A B, B A, ...)
 // so that neither side always runs first, warmer, or later in the process.
+// A case may name implementations this Node cannot run
+// (`implMissing(impl, opts)` → reason or null): they are left out of its
+// rounds and listed with the reason, as are the comparisons that need them.
 
 const { summary } = require('./stats')
 const { compare } = require('./compare')
@@ -45,7 +48,20 @@ async function runCase (c, opts, progress) {
       results[impl][m.name] = { ...summary(s), samples: s }
     }
   }
-  return { id: c.id, label: c.label, impls: c.impls, metrics: c.metrics, results, errors }
+  return { id: c.id, label: c.label, impls: c.impls, metrics: c.metrics, results, errors, skippedImpls: [] }
+}
+
+async function runAvailable (c, opts, progress) {
+  const skippedImpls = []
+  const impls = []
+  for (const impl of c.impls) {
+    const reason = c.implMissing ? await c.implMissing(impl, opts) : null
+    if (reason) skippedImpls.push({ impl, reason })
+    else impls.push(impl)
+  }
+  const record = await runCase({ ...c, impls }, opts, progress)
+  record.skippedImpls = skippedImpls
+  return record
 }
 
 // Runs a scenario module; returns its JSON-ready record with comparisons.
@@ -58,12 +74,12 @@ async function runScenario (s, opts, progress) {
     if (opts.only && !opts.only(s, c)) continue
     const reason = c.available ? await c.available(opts) : null
     if (reason) skippedCases.push({ id: c.id, label: c.label, reason })
-    else cases.push(await runCase(c, opts, progress))
+    else cases.push(await runAvailable(c, opts, progress))
   }
   const comparisons = []
   for (const cmp of s.comparisons) {
     const c = cases.find((x) => x.id === cmp.case)
-    if (!c) continue
+    if (!c || !c.impls.includes(cmp.ours) || (cmp.base != null && !c.impls.includes(cmp.base))) continue
     const metric = c.metrics.find((m) => m.name === cmp.metric)
     comparisons.push(compare(cmp, metric, c.results))
   }

@@ -3,12 +3,16 @@
 // Figure: nanoseconds per pair (and pairs/s). Baselines: a bare pair of
 // Atomics.compareExchange (the floor: what any lock word costs), and the
 // blog post's AsyncLock over native Atomics (which notifies on every unlock).
+// Asynchronously, awaited one after the other: shared-futex's
+// `runExclusive(fn)` ('ours-async') against Web Locks'
+// `locks.request(name, fn)` (where the running Node has them: 24.5+), which
+// has no synchronous form.
 //
 // Measured with tinybench: a task is a batch of BATCH pairs; the round's
 // figure is the median batch time / BATCH. Each implementation has its own
 // function literal so none of them sees another's type feedback.
 
-const { oursMissing, makeLock, lockBuffer } = require('../lib/locks')
+const { oursMissing, webLocksMissing, makeLock, lockBuffer } = require('../lib/locks')
 
 const BATCH = 1000
 
@@ -51,6 +55,20 @@ const tasks = {
         lock.unlock()
       }
     }
+  },
+  'ours-async' () {
+    const lock = makeLock('ours', lockBuffer(), 0)
+    const critical = () => {}
+    return async () => {
+      for (let i = 0; i < BATCH; i++) await lock.runExclusive(critical)
+    }
+  },
+  weblocks () {
+    const lock = makeLock('weblocks', lockBuffer(), 0)
+    const critical = () => {}
+    return async () => {
+      for (let i = 0; i < BATCH; i++) await lock.executeLocked(critical)
+    }
   }
 }
 
@@ -72,10 +90,19 @@ module.exports = {
   title: 'Lock, uncontended',
   available: () => oursMissing(),
   cases: [
-    { id: '5-uncontended', label: 'lock+unlock, one thread', impls: ['ours', 'cas', 'blog'], metrics: METRICS, measure }
+    { id: '5-uncontended', label: 'lock+unlock, one thread', impls: ['ours', 'cas', 'blog'], metrics: METRICS, measure },
+    {
+      id: '5-async',
+      label: 'async lock+unlock, one thread',
+      impls: ['ours-async', 'weblocks'],
+      implMissing: (impl) => (impl === 'weblocks' ? webLocksMissing() : null),
+      metrics: METRICS,
+      measure
+    }
   ],
   comparisons: [
     { case: '5-uncontended', metric: 'nsPerPair', ours: 'ours', base: 'cas', ratio: 'ours/base', op: '<=', target: 1.5, label: 'time, ours ÷ bare CAS pair' },
-    { case: '5-uncontended', metric: 'nsPerPair', ours: 'ours', base: 'blog', target: null, label: 'speed, × the blog lock' }
+    { case: '5-uncontended', metric: 'nsPerPair', ours: 'ours', base: 'blog', target: null, label: 'speed, × the blog lock' },
+    { case: '5-async', metric: 'nsPerPair', ours: 'ours-async', base: 'weblocks', target: null, label: 'speed, × Web Locks' }
   ]
 }
