@@ -38,8 +38,7 @@ describe('memory: nothing kept after its owner is gone (child processes)', () =>
       undelivered: 0,
       resolvers: 0, // the main thread never queued an async waiter
       timerEntries: 0,
-      deadThreadRanges: 1, // 24 ended threads, ids 1 to 24: one range
-      pollRoles: 0
+      deadThreadRanges: 1 // 24 ended threads, ids 1 to 24: one range
     }, transcript(r))
   })
 

@@ -14,7 +14,7 @@ use napi_derive::napi;
 use parking_lot::Mutex;
 
 mod cell;
-mod poll;
+mod lock;
 mod resolver;
 
 use cell::Cell;
@@ -35,7 +35,7 @@ pub(crate) static TIMER: LazyLock<Timer<Ticket>> = LazyLock::new(|| {
 });
 
 /// A blocked `wait` checks this often whether its thread is being stopped.
-const SLICE: Duration = Duration::from_millis(50);
+pub(crate) const SLICE: Duration = Duration::from_millis(50);
 
 /// Result codes shared with `lib/futex.js`.
 const OK: u32 = 0;
@@ -52,7 +52,7 @@ pub(crate) fn check(status: sys::napi_status, what: &str) -> Result<()> {
 }
 
 /// `now + ms`, or `None` for "forever" (infinite, NaN, or past `Instant`'s range).
-fn deadline(ms: f64) -> Option<Instant> {
+pub(crate) fn deadline(ms: f64) -> Option<Instant> {
     if !ms.is_finite() {
         return None;
     }
@@ -66,7 +66,7 @@ fn deadline(ms: f64) -> Option<Instant> {
 /// The handles the probe creates live in a scope of its own: a `wait` that
 /// blocks for a day probes about two million times inside one N-API call,
 /// whose own scope would otherwise keep every one of them until it returns.
-fn js_alive(env: sys::napi_env) -> bool {
+pub(crate) fn js_alive(env: sys::napi_env) -> bool {
     // SAFETY: `env` is the live env of the N-API call this runs inside; the
     // scope is closed on every path after being opened; the property name is
     // a NUL-terminated literal; out-pointers are locals.
@@ -121,7 +121,7 @@ pub fn wait(env: Env, ta: Unknown, index: f64, value: Unknown, timeout: f64) -> 
     let validate = || unsafe { cell.holds(expected) };
     let result = TABLE.wait(cell.key(), validate, deadline(timeout), SLICE, || !js_alive(raw_env));
     Ok(match result {
-        WaitResult::Ok => OK,
+        WaitResult::Ok | WaitResult::Unparked(_) => OK,
         WaitResult::NotEqual => NOT_EQUAL,
         // The thread is stopping: nobody will see this result.
         WaitResult::TimedOut | WaitResult::Interrupted => TIMED_OUT,
@@ -138,7 +138,7 @@ pub fn notify(env: Env, ta: Unknown, index: f64, count: f64) -> Result<u32> {
 }
 
 /// This thread's resolver, which `initAsync` sets up.
-fn this_resolver() -> Result<Arc<resolver::Resolver>> {
+pub(crate) fn this_resolver() -> Result<Arc<resolver::Resolver>> {
     resolver::current()
         .ok_or_else(|| Error::new(Status::GenericFailure, "initAsync was not called on this thread".to_owned()))
 }
@@ -147,7 +147,7 @@ fn this_resolver() -> Result<Arc<resolver::Resolver>> {
 /// keep-alive and give it its deadline. The waiter may already be decided by
 /// another thread, but its outcome can only be delivered on this thread,
 /// after the call returns. Returns its sequence number, as JS receives it.
-fn queued(owner: &resolver::Resolver, ticket: Ticket, at: Option<Instant>) -> f64 {
+pub(crate) fn queued(owner: &resolver::Resolver, ticket: Ticket, at: Option<Instant>) -> f64 {
     owner.queued(Token(ticket.token));
     if let Some(at) = at {
         TIMER.schedule(at, ticket);
@@ -189,61 +189,6 @@ pub fn wait_async(
     Ok(queued(&owner, ticket, at))
 }
 
-/// `waitAsync` for a waiter of a lock whose word is `ta[roleIndex]` (its
-/// waiters also sleep on `ta[altIndex]`): if acquisition `id` of this thread
-/// holds the lock's poll role, or takes it now because nobody does, the
-/// waiter times out after `pollTimeout` ms, so that it looks at the owner;
-/// otherwise after `timeout` ms (often never). The role is claimed under the
-/// bucket lock of `ta[index]` (see src/poll.rs), and kept until `pollRelease`.
-#[napi(js_name = "waitAsyncPolling")]
-#[allow(clippy::too_many_arguments)]
-pub fn wait_async_polling(
-    env: Env,
-    ta: Unknown,
-    index: f64,
-    value: Unknown,
-    timeout: f64,
-    keep_alive: bool,
-    slot: u32,
-    role_index: f64,
-    alt_index: f64,
-    id: u32,
-    poll_timeout: f64,
-) -> Result<f64> {
-    let raw_env = env.raw();
-    let owner = this_resolver()?;
-    // SAFETY: handles of this call; memory is only read during this call.
-    let (cell, expected, role, alt) = unsafe {
-        let cell = Cell::resolve(raw_env, ta.raw(), index)?;
-        let role = Cell::resolve(raw_env, ta.raw(), role_index)?;
-        let alt = Cell::resolve(raw_env, ta.raw(), alt_index)?;
-        (cell, cell.expected(raw_env, value.raw())?, role.key(), alt.key())
-    };
-    let mut at = None;
-    let validate = || {
-        // SAFETY: the array argument keeps the buffer alive during the call.
-        if !unsafe { cell.holds(expected) } {
-            return None;
-        }
-        at = deadline(if poll::claim(role, alt, id) { poll_timeout.min(timeout) } else { timeout });
-        Some(Token::new(slot, keep_alive, at.is_some()).0)
-    };
-    let Some(ticket) = TABLE.wait_async_with(cell.key(), validate, owner.clone()) else {
-        return Ok(0.0);
-    };
-    Ok(queued(&owner, ticket, at))
-}
-
-/// Acquisition `id` of this thread is over: if it held the poll role of the
-/// lock whose word is `ta[index]`, the role goes to another waiter. Returns
-/// whether it held it.
-#[napi(js_name = "pollRelease")]
-pub fn poll_release(env: Env, ta: Unknown, index: f64, id: u32) -> Result<bool> {
-    // SAFETY: handles of this call; only the address is used afterwards.
-    let cell = unsafe { Cell::resolve(env.raw(), ta.raw(), index)? };
-    Ok(poll::release(cell.key(), id))
-}
-
 /// Takes a queued async waiter of this thread back out (abort): the one
 /// `waitAsync` queued on `ta[index]` with sequence number `seq`. True if it
 /// was still queued: it consumed no wake-up and no outcome will be delivered
@@ -265,7 +210,7 @@ pub fn cancel_async(env: Env, ta: Unknown, index: f64, seq: f64) -> Result<bool>
 
 /// Creates this thread's resolver (its one threadsafe function) around
 /// `deliver(list)`, called on this thread with each batch of outcomes: a
-/// `Uint32Array` of `slot << 1 | timedOut`. Idempotent.
+/// `Uint32Array` of `slot << 2 | outcome` (see `resolver::outcome_code`). Idempotent.
 #[napi(js_name = "initAsync")]
 pub fn init_async(env: Env, deliver: Unknown) -> Result<()> {
     // SAFETY: handles of this call on this thread.
@@ -304,14 +249,20 @@ fn record_death(id: u32) {
     }
 }
 
-fn is_dead(id: u32) -> bool {
+pub(crate) fn is_dead(id: u32) -> bool {
     let dead = DEAD.lock();
     let i = dead.partition_point(|&(_, end)| end <= id);
     i < dead.len() && dead[i].0 <= id
 }
 
+/// A thread's env is torn down: record its death, then hand every lock
+/// word that names it and has waiters to its oldest waiter (src/lock.rs):
+/// owner death is pushed, nobody has to poll for it. A locker that arrives
+/// later finds the death recorded and takes the lock over itself.
 unsafe extern "C" fn thread_ended(arg: *mut c_void) {
-    record_death(arg as usize as u32);
+    let id = arg as usize as u32;
+    record_death(id);
+    TABLE.thread_ended(id + 1);
 }
 
 thread_local! {
@@ -362,8 +313,6 @@ pub struct Diagnostics {
     pub timer_entries: u32,
     /// Ranges of ended threads in the thread registry.
     pub dead_thread_ranges: u32,
-    /// Locks whose poll role is held by an async waiter.
-    pub poll_roles: u32,
 }
 
 #[napi(js_name = "diagnostics")]
@@ -375,6 +324,5 @@ pub fn diagnostics() -> Diagnostics {
         resolvers: resolver::RESOLVERS.load(Relaxed) as u32,
         timer_entries: TIMER.pending() as u32,
         dead_thread_ranges: DEAD.lock().len() as u32,
-        poll_roles: poll::held() as u32,
     }
 }

@@ -141,13 +141,14 @@ impl Inner {
 unsafe impl Send for Inner {}
 
 /// A wake-up that reached a thread which can no longer act on it goes to the
-/// next waiter of its address: the notify that counted it still wakes someone.
-/// An early end (the hand-over of a lock's poll role) goes on the same way.
+/// next waiter of its address: the notify that counted it still wakes someone,
+/// and a protocol's token (a lock handed over) is passed on by the protocol.
 fn pass_on(key: Key, outcome: AsyncOutcome) {
     match outcome {
         AsyncOutcome::Ok => {
             TABLE.notify(key, 1);
         }
+        AsyncOutcome::Unparked(token, protocol) => protocol.lost(&TABLE, key, token),
         AsyncOutcome::Expired => {
             TABLE.expire_first(key);
         }
@@ -247,7 +248,7 @@ pub fn current() -> Option<Arc<Resolver>> {
 }
 
 /// Creates this thread's resolver; `deliver(list)` is called on this thread
-/// with each batch of outcomes, a `Uint32Array` of `slot << 1 | timedOut`.
+/// with each batch of outcomes, a `Uint32Array` of `slot << 2 | outcome_code`.
 ///
 /// # Safety
 /// `env` and `deliver` must be live handles of the current N-API call on this thread.
@@ -312,6 +313,20 @@ pub unsafe fn init(env: sys::napi_env, deliver: sys::napi_value) -> Result<()> {
     Ok(())
 }
 
+/// An outcome as `lib/futex.js` receives it: 0 'ok', 1 'timed-out', and
+/// for a lock's waiter 2 'handoff' and 3 'owner-died' (the lock is held).
+fn outcome_code(outcome: AsyncOutcome) -> u32 {
+    match outcome {
+        AsyncOutcome::Ok => 0,
+        AsyncOutcome::TimedOut | AsyncOutcome::Expired => 1,
+        AsyncOutcome::Unparked(token, _) => match futex_core::lock::kind(token) {
+            futex_core::lock::TOKEN_HANDOFF => 2,
+            futex_core::lock::TOKEN_OWNER_DIED => 3,
+            _ => 0,
+        },
+    }
+}
+
 /// Runs on the owning JS thread: hands the whole batch to `deliver`.
 unsafe extern "C" fn call_js(env: sys::napi_env, deliver: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
     // A null env means Node is draining the queue of a closing function. It
@@ -351,7 +366,7 @@ unsafe extern "C" fn call_js(env: sys::napi_env, deliver: sys::napi_value, conte
         }
         let list = std::slice::from_raw_parts_mut(data as *mut u32, batch.len());
         for (entry, &(_, token, outcome)) in list.iter_mut().zip(&batch) {
-            *entry = (token.slot() << 1) | u32::from(outcome != AsyncOutcome::Ok);
+            *entry = (token.slot() << 2) | outcome_code(outcome);
         }
         let mut array = ptr::null_mut();
         let mut undefined = ptr::null_mut();
@@ -381,8 +396,6 @@ unsafe extern "C" fn cleanup(arg: *mut c_void) {
     let mut timed = 0;
     TABLE.remove_owner(&owner, |token| timed += usize::from(Token(token).timed()));
     TIMER.forget(timed);
-    // ...the locks whose owner its waiters were watching get another watcher...
-    crate::poll::thread_ended(resolver.js_thread);
     // ...wake-ups this thread took but will never see go on to the next
     // waiter, as do later ones (from notifiers that saw it alive)...
     let batch = {
