@@ -68,14 +68,18 @@ function takeFree (ta) {
 }
 
 // Before queueing, spin briefly while the lock is held and nobody is queued:
-// critical sections are often shorter than a sleep and wake-up, and a lock
-// taken here keeps the owner's unlock on its fast path. About a microsecond
-// (Rust std's futex mutex spins 100 times too); stop once others queue.
+// critical sections are often shorter than a sleep and wake-up. About a
+// microsecond (Rust std's futex mutex spins 100 times too). A free word is
+// taken in JavaScript even with waiters queued (C: an unlock just woke one
+// to compete); a held one with waiters queued ends the spin: queue behind them.
 function spinAcquire (ta) {
   for (let i = 0; i < 100; i++) {
     const w = Atomics.load(ta, WORD)
-    if (w === 0 && Atomics.compareExchange(ta, WORD, 0, LOCKED_BY_ME) === 0) return true
-    if ((w & C) !== 0) return false
+    if (w === 0 || w === C) {
+      if (Atomics.compareExchange(ta, WORD, w, LOCKED_BY_ME | w) === w) return true
+    } else if ((w & C) !== 0) {
+      return false
+    }
   }
   return false
 }
