@@ -149,9 +149,6 @@ fn pass_on(key: Key, outcome: AsyncOutcome) {
             TABLE.notify(key, 1);
         }
         AsyncOutcome::Unparked(token, protocol) => protocol.lost(&TABLE, key, token),
-        AsyncOutcome::Expired => {
-            TABLE.expire_first(key);
-        }
         AsyncOutcome::TimedOut => {}
     }
 }
@@ -318,7 +315,7 @@ pub unsafe fn init(env: sys::napi_env, deliver: sys::napi_value) -> Result<()> {
 fn outcome_code(outcome: AsyncOutcome) -> u32 {
     match outcome {
         AsyncOutcome::Ok => 0,
-        AsyncOutcome::TimedOut | AsyncOutcome::Expired => 1,
+        AsyncOutcome::TimedOut => 1,
         AsyncOutcome::Unparked(token, _) => match futex_core::lock::kind(token) {
             futex_core::lock::TOKEN_HANDOFF => 2,
             futex_core::lock::TOKEN_OWNER_DIED => 3,

@@ -130,9 +130,6 @@ pub enum AsyncOutcome {
     /// with [`Protocol::lost`].
     Unparked(UnparkToken, &'static dyn Protocol),
     TimedOut,
-    /// Ended early by [`WaitTable::expire_first`]: for the waiter, a timeout
-    /// that came sooner. It consumed no wake-up.
-    Expired,
 }
 
 impl PartialEq for AsyncOutcome {
@@ -141,9 +138,7 @@ impl PartialEq for AsyncOutcome {
             (AsyncOutcome::Unparked(a, p), AsyncOutcome::Unparked(b, q)) => {
                 a == b && std::ptr::addr_eq(*p as *const dyn Protocol, *q as *const dyn Protocol)
             }
-            (AsyncOutcome::Ok, AsyncOutcome::Ok)
-            | (AsyncOutcome::TimedOut, AsyncOutcome::TimedOut)
-            | (AsyncOutcome::Expired, AsyncOutcome::Expired) => true,
+            (AsyncOutcome::Ok, AsyncOutcome::Ok) | (AsyncOutcome::TimedOut, AsyncOutcome::TimedOut) => true,
             _ => false,
         }
     }
@@ -156,7 +151,6 @@ impl std::fmt::Debug for AsyncOutcome {
             AsyncOutcome::Ok => f.write_str("Ok"),
             AsyncOutcome::Unparked(token, _) => write!(f, "Unparked({token})"),
             AsyncOutcome::TimedOut => f.write_str("TimedOut"),
-            AsyncOutcome::Expired => f.write_str("Expired"),
         }
     }
 }
@@ -175,8 +169,7 @@ pub trait Owner: Send + Sync {
     /// any more (its thread is going away) passes the wake-up on with
     /// [`WaitTable::notify`]`(key, 1)`, so that the notify that counted it
     /// still wakes someone; one that cannot deliver an
-    /// [`AsyncOutcome::Expired`] passes it on with
-    /// [`WaitTable::expire_first`]`(key)`.
+    /// [`AsyncOutcome::Unparked`] passes it on with [`Protocol::lost`].
     fn complete(&self, key: Key, token: u64, outcome: AsyncOutcome);
 }
 
@@ -575,71 +568,6 @@ impl WaitTable {
             seq,
             token,
         })
-    }
-
-    /// [`wait_async`](Self::wait_async) where `validate` also chooses the
-    /// token: it runs under the bucket lock and returns `None` for 'not
-    /// equal', or the token to queue the waiter with. Whatever `validate`
-    /// decides is therefore atomic with respect to every other operation on
-    /// `key` (for instance an [`expire_first`](Self::expire_first) that must
-    /// either see this waiter or happen before `validate` runs).
-    pub fn wait_async_with(
-        &self,
-        key: Key,
-        validate: impl FnOnce() -> Option<u64>,
-        owner: Arc<dyn Owner>,
-    ) -> Option<Ticket> {
-        let mut token = 0;
-        let seq = self.enqueue_with(key, || {
-            token = validate()?;
-            Some(Waiter::Async(owner, token, None))
-        })?;
-        Some(Ticket { key, seq, token })
-    }
-
-    /// Ends the oldest async waiter of `key` whose owner is alive early, with
-    /// [`AsyncOutcome::Expired`] (blocking waiters are skipped; async waiters
-    /// of dead owners are dropped on the way, as `notify` does). Consumes no
-    /// wake-up: the waiter just looks again sooner. Returns whether one was
-    /// found.
-    pub fn expire_first(&self, key: Key) -> bool {
-        let found = {
-            let mut queues = self.bucket(key).queues.lock();
-            let Some(i) = position(&queues, key) else {
-                return false;
-            };
-            let waiters = &mut queues[i].waiters;
-            let mut found = None;
-            let mut dead = Vec::new();
-            for (&seq, waiter) in waiters.iter() {
-                if let Waiter::Async(owner, token, _) = waiter {
-                    if owner.is_alive() {
-                        found = Some((seq, owner.clone(), *token));
-                        break;
-                    }
-                    dead.push(seq);
-                }
-            }
-            for seq in dead.iter().chain(found.as_ref().map(|(seq, ..)| seq)) {
-                if let Some(w) = waiters.remove(seq) {
-                    if let Some(park) = w.park() {
-                        park.protocol.left(key, park.token, waiters.is_empty());
-                    }
-                }
-                self.queued_async.fetch_sub(1, Ordering::Relaxed);
-            }
-            if waiters.is_empty() {
-                queues.swap_remove(i);
-            }
-            found
-        };
-        match found {
-            Some((_, owner, token)) => {
-                owner.complete(key, token, AsyncOutcome::Expired);
-                true
-            }
-            None => false,
-        }
     }
 
     /// Times out an async waiter: if it is still queued it is removed and its

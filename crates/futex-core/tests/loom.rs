@@ -393,55 +393,6 @@ fn a_stopping_waiter_passes_its_wakeup_on() {
     });
 }
 
-/// The hand-over of a lock's poll role (the N-API layer's `src/poll.rs`):
-/// the holder clears the role and then expires the oldest async waiter,
-/// while another waiter, under the bucket lock, either takes the free role or
-/// queues without it. Whatever the interleaving, that waiter ends up holding
-/// the role or expired: never queued without it and not woken.
-#[test]
-fn poll_role_hand_over_never_leaves_a_waiter_unwatched() {
-    const IDLE: u64 = 1;
-    const POLLER: u64 = 2;
-    model("poll_role_hand_over_never_leaves_a_waiter_unwatched", || {
-        let table = Arc::new(WaitTable::new(1));
-        let role = Arc::new(loom::sync::Mutex::new(Some(1u32))); // held by waiter 1
-        let owner = Recorder::new();
-
-        let holder = {
-            let (table, role) = (table.clone(), role.clone());
-            thread::spawn(move || {
-                *role.lock().unwrap() = None;
-                table.expire_first(KEY)
-            })
-        };
-        let ticket = {
-            let role = role.clone();
-            table
-                .wait_async_with(
-                    KEY,
-                    || {
-                        let mut r = role.lock().unwrap();
-                        Some(match *r {
-                            None => {
-                                *r = Some(2);
-                                POLLER
-                            }
-                            Some(_) => IDLE,
-                        })
-                    },
-                    owner.clone(),
-                )
-                .expect("validate chose a token")
-        };
-        let expired = holder.join().unwrap();
-
-        let holds = *role.lock().unwrap() == Some(2);
-        assert_eq!(holds, ticket.token == POLLER);
-        assert_eq!(expired, owner.log() == vec![(ticket.token, AsyncOutcome::Expired)]);
-        assert!(holds || expired, "queued without the role, and nobody woke it");
-    });
-}
-
 // --- the lock protocol (futex_core::lock) -----------------------------------
 //
 // Each model builds a fresh lock: its word, its record of ended threads and
