@@ -20,9 +20,10 @@
 //   park     take the lock if free or if its owner's thread ended, else set
 //            C and queue (blocking: in one native call; async: one step per
 //            wake-up, below)
-//   unlock   wake the oldest waiter and, if it has waited 1 ms, hand it the
-//            lock ('handoff': WORD names it before anyone else can look);
-//            else release and let it compete ('ok'); C stays set iff more wait
+//   unlock   wake the oldest waiter; if it has waited 1 ms (and no handoff
+//            of this lock happened in the last ms), hand it the lock
+//            ('handoff': WORD names it at once), else release and let it
+//            compete ('ok'); C stays set iff more wait
 //   leave    a waiter that times out or is aborted clears C if it was last
 //   death    when a thread ends, each lock it holds that has waiters is
 //            handed to the oldest one ('owner-died'); a later locker takes
@@ -30,13 +31,11 @@
 //
 // All accesses are Atomics operations, sequentially consistent: what a thread
 // wrote under the lock is visible to the next owner.
-const futex = require('./futex')
 const binding = require('./native')
-const errors = require('./errors')
-const { now, show, sharedView, timeoutOf, asyncOptions, callbackOf, DISPOSE } = require('./options')
-
-const { lockAsync, cancelAsync, threadId } = futex.internal
-const { ACQUIRED, OWNER_DIED, LockTimeoutError, LockOwnershipError, DeadlockError, abortError } = errors
+const held = require('./held')
+const { lockAsync, cancelAsync, threadId } = require('./futex').internal
+const { now, show, sharedView, timeoutOf, asyncOptions, callbackOf } = require('./options')
+const { ACQUIRED, OWNER_DIED, LockTimeoutError, LockOwnershipError, DeadlockError, abortError } = require('./errors')
 
 const WORD = 0
 const C = 1
@@ -60,20 +59,13 @@ function describeOwner (word) {
 }
 
 // --- acquiring -------------------------------------------------------------
-
-// Takes the lock if it is free (keeping C), without the addon.
-function takeFree (ta) {
-  const w = Atomics.load(ta, WORD)
-  return (w === 0 || w === C) && Atomics.compareExchange(ta, WORD, w, LOCKED_BY_ME | w) === w
-}
-
 // Before queueing, spin briefly while the lock is held and nobody is queued:
 // critical sections are often shorter than a sleep and wake-up. About a
 // microsecond (Rust std's futex mutex spins 100 times too). A free word is
 // taken in JavaScript even with waiters queued (C: an unlock just woke one
 // to compete); a held one with waiters queued ends the spin: queue behind them.
-function spinAcquire (ta) {
-  for (let i = 0; i < 100; i++) {
+function spinAcquire (ta, spins = 100) {
+  for (let i = 0; i < spins; i++) {
     const w = Atomics.load(ta, WORD)
     if (w === 0 || w === C) {
       if (Atomics.compareExchange(ta, WORD, w, LOCKED_BY_ME | w) === w) return true
@@ -116,6 +108,7 @@ function acquireAsync (ta, opts, what) {
   if (Atomics.compareExchange(ta, WORD, 0, LOCKED_BY_ME) === 0 || spinAcquire(ta)) return Promise.resolve(ACQUIRED)
   const timeout = opts.timeout
   const start = now()
+  const aborted = () => signal !== undefined && signal.aborted
   return new Promise((resolve, reject) => {
     let queued = null // the token of our queued waiter
     const onAbort = () => {
@@ -125,31 +118,25 @@ function acquireAsync (ta, opts, what) {
       if (signal !== undefined) signal.removeEventListener('abort', onAbort)
       settle(value)
     }
-    // A wake-up ('ok') we will not use: the lock was released for us, so
-    // take it and release it, which wakes the next waiter.
-    const passOn = () => { if (takeFree(ta)) release(ta) }
-    const held = (status) => {
-      if (status === ACQUIRED && signal !== undefined && signal.aborted) {
-        release(ta) // handed to us while we were being aborted: pass it on
-        finish(reject, abortError(signal))
-      } else {
-        finish(resolve, status)
-      }
+    const got = (status) => {
+      if (status === OWNER_DIED || !aborted()) return finish(resolve, status)
+      release(ta) // handed to us while we were being aborted: pass it on
+      finish(reject, abortError(signal))
     }
+    // One step per outcome of our queued waiter: 'handoff' / 'owner-died'
+    // (we hold the lock), 'ok' (it was released: compete), 'timed-out',
+    // 'cancelled'. A wake-up to compete that we will not use is passed on by
+    // taking the free lock and releasing it, which wakes the next waiter.
     const step = (outcome) => {
       queued = null
-      if (outcome === 'handoff') return held(ACQUIRED)
-      if (outcome === 'owner-died') return held(OWNER_DIED)
-      if (outcome === 'cancelled') return finish(reject, abortError(signal))
+      if (outcome === 'handoff' || outcome === 'owner-died') return got(outcome === 'handoff' ? ACQUIRED : OWNER_DIED)
       const remaining = start + timeout - now()
-      const aborted = signal !== undefined && signal.aborted
-      if (outcome === 'timed-out' || remaining <= 0 || aborted) {
-        if (outcome === 'ok') passOn()
-        return aborted ? finish(reject, abortError(signal)) : finish(reject, new LockTimeoutError(`${what}: not acquired within ${timeout} ms`))
+      if (outcome === 'cancelled' || outcome === 'timed-out' || remaining <= 0 || aborted()) {
+        if (outcome === 'ok' && spinAcquire(ta, 1)) release(ta)
+        return finish(reject, aborted() ? abortError(signal) : new LockTimeoutError(`${what}: not acquired within ${timeout} ms`))
       }
       const q = lockAsync(ta, WORD, ME, now() - start, remaining)
-      if (q === 0) return held(ACQUIRED)
-      if (q === -1) return held(OWNER_DIED)
+      if (q === 0 || q === -1) return got(q === 0 ? ACQUIRED : OWNER_DIED)
       queued = q.token
       q.promise.then(step)
     }
@@ -159,7 +146,6 @@ function acquireAsync (ta, opts, what) {
 }
 
 // --- releasing ---------------------------------------------------------------
-
 function release (ta) {
   if (Atomics.compareExchange(ta, WORD, LOCKED_BY_ME, 0) === LOCKED_BY_ME) return
   if (!binding.lockRelease(ta, WORD, ME)) {
@@ -167,21 +153,14 @@ function release (ta) {
   }
 }
 
-// A release function: idempotent, disposable, with `ownerDied`.
+// A release function (lib/held.js), with `ownerDied`.
 function releaser (ta, status) {
-  let released = false
-  const releaseLock = () => {
-    if (released) return
-    released = true
-    release(ta)
-  }
+  const releaseLock = held.releaser(release, ta)
   releaseLock.ownerDied = status === OWNER_DIED
-  releaseLock[DISPOSE] = releaseLock
   return releaseLock
 }
 
 // --- the class ---------------------------------------------------------------
-
 class AsyncLock {
   /**
    * @param {SharedArrayBuffer} [buffer] where the lock lives; a fresh one if omitted
@@ -256,27 +235,10 @@ function exclusive (ta, fn, options, what) {
     return Promise.reject(e)
   }
   return RESOLVED.then(() => {
-    if (acquireNow(ta, opts)) return runHeld(ta, fn, ACQUIRED)
-    return acquireAsync(ta, opts, what).then((status) => runHeld(ta, fn, status))
+    if (acquireNow(ta, opts)) return held.runHeld(fn, INFO_OK, release, ta)
+    return acquireAsync(ta, opts, what).then((status) =>
+      held.runHeld(fn, status === OWNER_DIED ? INFO_OWNER_DIED : INFO_OK, release, ta))
   })
-}
-
-function runHeld (ta, fn, status) {
-  let result
-  try {
-    result = fn(status === OWNER_DIED ? INFO_OWNER_DIED : INFO_OK)
-  } catch (e) {
-    release(ta)
-    throw e
-  }
-  if (result === null || (typeof result !== 'object' && typeof result !== 'function') || typeof result.then !== 'function') {
-    release(ta)
-    return result
-  }
-  return Promise.resolve(result).then(
-    (value) => { release(ta); return value },
-    (e) => { release(ta); throw e }
-  )
 }
 
 AsyncLock.BYTES = 8
