@@ -401,6 +401,28 @@ describe('AsyncLock: a dead owner\'s lock is recovered, and the next owner is to
     assert.strictEqual((await lock.lockAsync()).ownerDied, false)
   })
 
+  test('the death is pushed to the oldest waiter, and an abort that comes after it does not hide it', { skip: !HAS_ABORT && 'no AbortController' }, async () => {
+    const lock = new AsyncLock()
+    const w = startWorker('hold', { lock: handle(lock), then: 'stay' })
+    await w.next('held')
+    const ac = new AbortController()
+    const p = lock.lockAsync({ signal: ac.signal })
+    await until(() => waiters(lock) === 1, 'the main thread to queue')
+    const exited = w.terminate()
+    // Without returning to the event loop (so the outcome cannot have been
+    // delivered yet): the worker's teardown hands the lock to the main thread.
+    const giveUp = Date.now() + 20000
+    while (cells(lock)[0] >>> 1 !== MAIN) assert.ok(Date.now() < giveUp, 'the death was never pushed')
+    ac.abort()
+    const release = await p
+    assert.strictEqual(release.ownerDied, true)
+    release()
+    await exited
+    // Reported once: the next acquisition is an ordinary one.
+    assert.strictEqual(lock.tryLock(), 'acquired')
+    lock.unlock()
+  })
+
   for (const how of ['exit', 'return']) {
     test(`worker leaves by ${how} while holding it: tryLock / runExclusive report it`, async () => {
       const lock = new AsyncLock()
