@@ -228,7 +228,23 @@ pub fn init_async(env: Env, deliver: Unknown) -> Result<()> {
 /// copy never saw), not with every thread that ever ran.
 static DEAD: Mutex<Vec<(u32, u32)>> = Mutex::new(Vec::new());
 
+/// Thread ids of the threads that loaded this copy of the addon and have not
+/// ended (sorted). A lock held by a thread not in here and not dead belongs
+/// to a thread of another copy: its unlock cannot wake our waiters.
+static LIVE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// Whether thread `id` loaded this copy of the addon and has not ended.
+pub(crate) fn is_live_here(id: u32) -> bool {
+    LIVE.lock().binary_search(&id).is_ok()
+}
+
 fn record_death(id: u32) {
+    {
+        let mut live = LIVE.lock();
+        if let Ok(i) = live.binary_search(&id) {
+            live.remove(i);
+        }
+    }
     let mut dead = DEAD.lock();
     // The first range that ends at or after `id`.
     let i = dead.partition_point(|&(_, end)| end < id);
@@ -281,6 +297,10 @@ pub fn register_thread(env: Env, thread_id: u32) -> Result<()> {
         unsafe { sys::napi_add_env_cleanup_hook(env.raw(), Some(thread_ended), thread_id as usize as *mut c_void) };
     check(status, "napi_add_env_cleanup_hook")?;
     REGISTERED.set(true);
+    let mut live = LIVE.lock();
+    if let Err(i) = live.binary_search(&thread_id) {
+        live.insert(i, thread_id);
+    }
     Ok(())
 }
 

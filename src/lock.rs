@@ -6,22 +6,32 @@
 
 use std::time::{Duration, Instant};
 
-use futex_core::lock::Acquired;
+use futex_core::lock::{Acquired, OwnerState};
 use futex_core::RawLock;
 use napi::{Env, Error, JsValue, Result, Status, Unknown};
 use napi_derive::napi;
 
 use crate::cell::Cell;
 use crate::resolver::Token;
-use crate::{deadline, is_dead, js_alive, queued, this_resolver, SLICE, TABLE};
+use crate::{deadline, is_dead, is_live_here, js_alive, queued, this_resolver, SLICE, TABLE};
 
 /// The protocol of every lock word in the process. A waiter that has waited
-/// 1 ms is handed the lock by the next unlock; younger ones compete.
-pub(crate) static LOCK: RawLock<fn(u32) -> bool> =
-    RawLock { is_dead: owner_dead, fair_after: Duration::from_millis(1) };
+/// 1 ms is handed the lock by the next unlock; younger ones compete. Owner
+/// death is pushed (`thread_ended` in src/lib.rs); the only waiters that look
+/// again on their own are those of a lock held by a thread of another copy of
+/// the addon, whose unlock cannot wake them: every 250 ms.
+pub(crate) static LOCK: RawLock<fn(u32) -> OwnerState> =
+    RawLock { owner: owner_state, fair_after: Duration::from_millis(1), safety_slice: Duration::from_millis(250) };
 
-fn owner_dead(owner: u32) -> bool {
-    is_dead(owner - 1)
+fn owner_state(owner: u32) -> OwnerState {
+    let id = owner - 1;
+    if is_dead(id) {
+        OwnerState::Dead
+    } else if is_live_here(id) {
+        OwnerState::Ours
+    } else {
+        OwnerState::Foreign
+    }
 }
 
 /// Result codes shared with `lib/lock.js`.
@@ -72,8 +82,10 @@ pub fn lock_wait(env: Env, ta: Unknown, index: f64, me: u32, timeout: f64) -> Re
 /// if it was taken from a dead owner), or queues an async waiter in `slot`
 /// of this thread's table and returns its sequence number. Its promise then
 /// settles with 'handoff' (the lock is held), 'owner-died' (held, from a
-/// dead owner), 'ok' (released: try again) or 'timed-out'. The JS layer
-/// keeps `ta` alive while the waiter is queued.
+/// dead owner), 'ok' (released: try again) or 'timed-out' (also when the
+/// safety slice next to a holder from another copy of the addon ran out:
+/// JS looks again if its own deadline has not passed). The JS layer keeps
+/// `ta` alive while the waiter is queued.
 #[napi(js_name = "lockWaitAsync")]
 pub fn lock_wait_async(
     env: Env,
@@ -89,11 +101,19 @@ pub fn lock_wait_async(
     let key = unsafe { word(&env, &ta, index)? };
     let since =
         Instant::now().checked_sub(Duration::from_secs_f64(waited.max(0.0) / 1000.0)).unwrap_or_else(Instant::now);
-    let at = deadline(timeout);
-    let token = Token::new(slot, true, at.is_some());
+    let mut at = deadline(timeout);
+    // Next to a holder from another copy of the addon, time out after the
+    // safety slice (JS then queues again, its own deadline permitting).
+    let token = |foreign: bool| {
+        if foreign {
+            let slice = Instant::now() + LOCK.safety_slice;
+            at = Some(at.map_or(slice, |d| d.min(slice)));
+        }
+        Token::new(slot, true, at.is_some()).0
+    };
     // SAFETY: the array argument keeps the word alive during the call, and
     // the JS layer keeps it alive while the waiter is queued.
-    match unsafe { LOCK.lock_async(&TABLE, key, me, since, owner.clone(), token.0) } {
+    match unsafe { LOCK.lock_async(&TABLE, key, me, since, owner.clone(), token) } {
         Ok(ticket) => Ok(queued(&owner, ticket, at)),
         Err(Acquired::OwnerDied) => Ok(-1.0),
         Err(_) => Ok(0.0),

@@ -84,18 +84,38 @@ pub enum Acquired {
     Interrupted,
 }
 
-/// The lock protocol: its fairness threshold and how it learns that a
-/// thread ended (`is_dead(owner)`: true only for a thread known to have ended).
-pub struct RawLock<D: Fn(u32) -> bool + Sync + 'static> {
-    pub is_dead: D,
+/// What the lock knows about the thread a word names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OwnerState {
+    /// A live thread that uses this table: its unlock wakes our waiters, and
+    /// its end is pushed to them.
+    Ours,
+    /// A thread known to have ended.
+    Dead,
+    /// A thread this table never saw (it uses another copy of the table):
+    /// alive as far as we know, but its unlock cannot wake our waiters.
+    Foreign,
+}
+
+/// The lock protocol: how it learns about the thread a word names, its
+/// fairness threshold and its safety slice.
+pub struct RawLock<D: Fn(u32) -> OwnerState + Sync + 'static> {
+    pub owner: D,
     /// A waiter woken after waiting this long is handed the lock; a younger
     /// one competes with newcomers (Go's `sync.Mutex` uses 1 ms).
     pub fair_after: Duration,
+    /// A waiter that parks while a [`OwnerState::Foreign`] thread holds the
+    /// lock looks again after this long: that thread's unlock goes through
+    /// another table and wakes nobody here.
+    pub safety_slice: Duration,
 }
 
 /// What the validation of a park decided.
 enum Step {
-    Park,
+    /// Queue; `foreign`: the holder is a [`OwnerState::Foreign`] thread.
+    Park {
+        foreign: bool,
+    },
     Done(Acquired),
 }
 
@@ -123,32 +143,34 @@ pub fn kind(token: UnparkToken) -> UnparkToken {
     token & KIND
 }
 
-impl<D: Fn(u32) -> bool + Sync + 'static> RawLock<D> {
-    /// Under the bucket lock of the word: take the lock if it is free or
-    /// its owner ended; otherwise make sure `C` is set, and park.
-    fn validate(&self, word: &AtomicU32, me: u32, blocking: bool) -> Step {
+impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawLock<D> {
+    /// Under the bucket lock of the word (`queued`: others wait on it): take
+    /// the lock if it is free or its owner ended; otherwise make sure `C` is
+    /// set, and park.
+    fn validate(&self, word: &AtomicU32, me: u32, blocking: bool, queued: bool) -> Step {
         let mut w = word.load(SeqCst);
         loop {
             let owner = owner_of(w);
+            let state = if owner == 0 || owner == me { OwnerState::Ours } else { (self.owner)(owner) };
             let take = if owner == 0 {
                 Some(Acquired::Acquired)
             } else if owner == me && blocking {
                 return Step::Done(Acquired::Deadlock);
-            } else if owner != me && (self.is_dead)(owner) {
+            } else if state == OwnerState::Dead {
                 Some(Acquired::OwnerDied)
             } else {
                 None
             };
-            // Taking it keeps C: it says whether others are queued.
+            // Taking it sets C as the queue requires (a thread of another
+            // table may have cleared it: its unlock only sees its own queue).
             let next = match take {
-                Some(_) => (me << 1) | (w & C),
-                None if w & C != 0 => return Step::Park,
+                Some(_) => (me << 1) | if queued { C } else { 0 },
                 None => w | C,
             };
-            match word.compare_exchange(w, next, SeqCst, SeqCst) {
-                Ok(_) => return take.map_or(Step::Park, Step::Done),
-                Err(now) => w = now,
+            if next == w || word.compare_exchange(w, next, SeqCst, SeqCst).is_ok() {
+                return take.map_or(Step::Park { foreign: state == OwnerState::Foreign }, Step::Done);
             }
+            w = word.load(SeqCst);
         }
     }
 
@@ -176,21 +198,36 @@ impl<D: Fn(u32) -> bool + Sync + 'static> RawLock<D> {
         let word = unsafe { word(key) };
         loop {
             let mut done = None;
-            let validate = || match self.validate(word, me, true) {
-                Step::Park => true,
+            let foreign = std::cell::Cell::new(false);
+            let validate = |queued| match self.validate(word, me, true, queued) {
+                Step::Park { foreign: f } => {
+                    foreign.set(f);
+                    true
+                }
                 Step::Done(r) => {
                     done = Some(r);
                     false
                 }
             };
-            match table.park(key, validate, self.park_of(me, since), deadline, slice, &mut interrupted) {
+            // Parked next to a foreign holder: look again after the safety slice.
+            let mut sliced = false;
+            let until = || match (foreign.get(), deadline) {
+                (false, _) => deadline,
+                (true, Some(d)) if d <= Instant::now() + self.safety_slice => deadline,
+                (true, _) => {
+                    sliced = true;
+                    Some(Instant::now() + self.safety_slice)
+                }
+            };
+            match table.park(key, validate, self.park_of(me, since), until, slice, &mut interrupted) {
                 WaitResult::NotEqual => return done.expect("set when validate declines"),
                 WaitResult::Unparked(token) => match kind(token) {
                     TOKEN_HANDOFF => return Acquired::Acquired,
                     TOKEN_OWNER_DIED => return Acquired::OwnerDied,
                     _ => {} // the lock was released: compete again
                 },
-                WaitResult::Ok => {} // a plain notify of the word: look again
+                WaitResult::Ok => {}                 // a plain notify of the word: look again
+                WaitResult::TimedOut if sliced => {} // the safety slice ran out
                 WaitResult::TimedOut => return Acquired::TimedOut,
                 WaitResult::Interrupted => return Acquired::Interrupted,
             }
@@ -199,7 +236,10 @@ impl<D: Fn(u32) -> bool + Sync + 'static> RawLock<D> {
 
     /// One step of an async acquisition: takes the lock now (`Err` with
     /// [`Acquired::Acquired`] or [`Acquired::OwnerDied`]) or queues an async
-    /// waiter of `owner` as `token` and returns its ticket. Its outcome is
+    /// waiter of `owner` and returns its ticket, with the owner's token for
+    /// it chosen by `token(foreign)` (`foreign`: the holder is a
+    /// [`OwnerState::Foreign`] thread, so the waiter should time out after
+    /// the safety slice and look again). Its outcome is
     /// [`AsyncOutcome::Unparked`](crate::AsyncOutcome::Unparked) with a
     /// token whose [`kind`] says whether it holds the lock now, or a timeout.
     ///
@@ -213,19 +253,19 @@ impl<D: Fn(u32) -> bool + Sync + 'static> RawLock<D> {
         me: u32,
         since: Instant,
         owner: Arc<dyn Owner>,
-        token: u64,
+        token: impl FnOnce(bool) -> u64,
     ) -> Result<Ticket, Acquired> {
         // SAFETY: the caller's duty.
         let word = unsafe { word(key) };
         let mut done = Acquired::Acquired;
-        let validate = || match self.validate(word, me, false) {
-            Step::Park => true,
+        let validate = |queued| match self.validate(word, me, false, queued) {
+            Step::Park { foreign } => Some(token(foreign)),
             Step::Done(r) => {
                 done = r;
-                false
+                None
             }
         };
-        table.park_async(key, validate, self.park_of(me, since), owner, token).ok_or(done)
+        table.park_async(key, validate, self.park_of(me, since), owner).ok_or(done)
     }
 
     /// A lock attempt that never queues: `Some` if `me` holds the lock now
@@ -239,18 +279,18 @@ impl<D: Fn(u32) -> bool + Sync + 'static> RawLock<D> {
         // SAFETY: the caller's duty.
         let word = unsafe { word(key) };
         let mut done = None;
-        let validate = || {
+        let validate = |queued| {
             let mut w = word.load(SeqCst);
             loop {
                 let owner = owner_of(w);
                 let r = if owner == 0 {
                     Acquired::Acquired
-                } else if owner != me && (self.is_dead)(owner) {
+                } else if owner != me && (self.owner)(owner) == OwnerState::Dead {
                     Acquired::OwnerDied
                 } else {
                     return false;
                 };
-                match word.compare_exchange(w, (me << 1) | (w & C), SeqCst, SeqCst) {
+                match word.compare_exchange(w, (me << 1) | if queued { C } else { 0 }, SeqCst, SeqCst) {
                     Ok(_) => {
                         done = Some(r);
                         return false;
@@ -260,7 +300,7 @@ impl<D: Fn(u32) -> bool + Sync + 'static> RawLock<D> {
             }
         };
         // `validate` never asks to queue: this only borrows the bucket lock.
-        let ticket = table.park(key, validate, self.park_of(me, Instant::now()), None, Duration::ZERO, || true);
+        let ticket = table.park(key, validate, self.park_of(me, Instant::now()), || None, Duration::ZERO, || true);
         debug_assert_eq!(ticket, WaitResult::NotEqual);
         done
     }
@@ -314,7 +354,7 @@ impl<D: Fn(u32) -> bool + Sync + 'static> RawLock<D> {
     }
 }
 
-impl<D: Fn(u32) -> bool + Sync + 'static> Protocol for RawLock<D> {
+impl<D: Fn(u32) -> OwnerState + Sync + 'static> Protocol for RawLock<D> {
     fn left(&self, key: Key, _token: ParkToken, was_last: bool) {
         if was_last {
             // SAFETY: the leaving waiter pins the memory (see `Protocol`).

@@ -365,14 +365,15 @@ impl WaitTable {
     /// queue), or we are queued before `notify` looks at the queue.
     fn enqueue(&self, key: Key, validate: impl FnOnce() -> bool, waiter: Waiter) -> Option<u64> {
         let mut waiter = Some(waiter);
-        self.enqueue_with(key, || if validate() { waiter.take() } else { None })
+        self.enqueue_with(key, |_| if validate() { waiter.take() } else { None })
     }
 
     /// [`enqueue`](Self::enqueue) with the waiter made by `make` under the
-    /// bucket lock (`None`: nothing is queued).
-    fn enqueue_with(&self, key: Key, make: impl FnOnce() -> Option<Waiter>) -> Option<u64> {
+    /// bucket lock (`None`: nothing is queued). `make` learns whether other
+    /// waiters are queued on `key`.
+    fn enqueue_with(&self, key: Key, make: impl FnOnce(bool) -> Option<Waiter>) -> Option<u64> {
         let mut queues = self.bucket(key).queues.lock();
-        let waiter = make()?;
+        let waiter = make(position(&queues, key).is_some())?;
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         if matches!(waiter, Waiter::Async(..)) {
             self.queued_async.fetch_add(1, Ordering::Relaxed);
@@ -429,7 +430,8 @@ impl WaitTable {
         slice: std::time::Duration,
         interrupted: impl FnMut() -> bool,
     ) -> WaitResult {
-        self.wait_parked(key, validate, None, deadline, slice, interrupted)
+        let mut waiter = None;
+        self.wait_parked(key, |_| validate(), &mut waiter, || deadline, slice, interrupted)
     }
 
     /// [`wait`](Self::wait) for a waiter of a [`Protocol`] (parking_lot's
@@ -437,32 +439,37 @@ impl WaitTable {
     /// [`WaitResult::Unparked`], and the protocol's hooks run when it leaves
     /// without being unparked (timeout, its thread stopping:
     /// [`Protocol::left`]) or cannot use a token it was given
-    /// ([`Protocol::lost`]).
+    /// ([`Protocol::lost`]). `validate` learns whether other waiters are
+    /// queued on `key`; `deadline` is asked once the waiter is queued, so it
+    /// may depend on what `validate` found.
     pub fn park(
         &self,
         key: Key,
-        validate: impl FnOnce() -> bool,
+        validate: impl FnOnce(bool) -> bool,
         park: Park,
-        deadline: Option<Instant>,
+        deadline: impl FnOnce() -> Option<Instant>,
         slice: std::time::Duration,
         interrupted: impl FnMut() -> bool,
     ) -> WaitResult {
-        self.wait_parked(key, validate, Some(park), deadline, slice, interrupted)
+        let mut park = Some(park);
+        self.wait_parked(key, validate, &mut park, deadline, slice, interrupted)
     }
 
     fn wait_parked(
         &self,
         key: Key,
-        validate: impl FnOnce() -> bool,
-        park: Option<Park>,
-        deadline: Option<Instant>,
+        validate: impl FnOnce(bool) -> bool,
+        park: &mut Option<Park>,
+        deadline: impl FnOnce() -> Option<Instant>,
         slice: std::time::Duration,
         mut interrupted: impl FnMut() -> bool,
     ) -> WaitResult {
-        let me = Arc::new(SyncWaiter { notified: AtomicU64::new(0), thread: current(), park });
-        let Some(seq) = self.enqueue(key, validate, Waiter::Sync(me.clone())) else {
+        let me = Arc::new(SyncWaiter { notified: AtomicU64::new(0), thread: current(), park: park.take() });
+        let mut waiter = Some(Waiter::Sync(me.clone()));
+        let Some(seq) = self.enqueue_with(key, |queued| if validate(queued) { waiter.take() } else { None }) else {
             return WaitResult::NotEqual;
         };
+        let deadline = deadline();
         // Acquire pairs with the Release store in `wake`: whatever the
         // notifier wrote before notifying is visible once we see the flag.
         let woken = || me.notified.load(Ordering::Acquire) != 0;
@@ -555,19 +562,21 @@ impl WaitTable {
     /// [`park`](Self::park)): an unpark delivers
     /// [`AsyncOutcome::Unparked`], and [`Protocol::left`] runs when it leaves
     /// without one (timeout, cancel, its owner's teardown).
+    /// `validate` learns whether other waiters are queued on `key`, and
+    /// chooses the owner's token for the waiter (`None`: nothing is queued).
     pub fn park_async(
         &self,
         key: Key,
-        validate: impl FnOnce() -> bool,
+        validate: impl FnOnce(bool) -> Option<u64>,
         park: Park,
         owner: Arc<dyn Owner>,
-        token: u64,
     ) -> Option<Ticket> {
-        self.enqueue(key, validate, Waiter::Async(owner, token, Some(Box::new(park)))).map(|seq| Ticket {
-            key,
-            seq,
-            token,
-        })
+        let mut token = 0;
+        let seq = self.enqueue_with(key, |queued| {
+            token = validate(queued)?;
+            Some(Waiter::Async(owner, token, Some(Box::new(park))))
+        })?;
+        Some(Ticket { key, seq, token })
     }
 
     /// Times out an async waiter: if it is still queued it is removed and its

@@ -404,11 +404,14 @@ fn a_stopping_waiter_passes_its_wakeup_on() {
 // waiters are queued.
 
 use futex_core::lock::{Acquired, C, TOKEN_HANDOFF, TOKEN_OWNER_DIED, TOKEN_RETRY};
-use futex_core::{lock::kind, RawLock};
+use futex_core::{
+    lock::{kind, OwnerState},
+    RawLock,
+};
 use loom::sync::atomic::AtomicU32;
 use std::time::Instant;
 
-pub type Lock = RawLock<Box<dyn Fn(u32) -> bool + Send + Sync>>;
+pub type Lock = RawLock<Box<dyn Fn(u32) -> OwnerState + Send + Sync>>;
 
 pub const A: u32 = 1;
 pub const B: u32 = 2;
@@ -420,8 +423,10 @@ fn held_by_a(fair: bool) -> (&'static Lock, &'static AtomicU32, &'static AtomicU
     let word: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(A << 1)));
     let dead: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
     let lock: &'static Lock = Box::leak(Box::new(RawLock {
-        is_dead: Box::new(move |owner| dead.load(SeqCst) == owner) as Box<dyn Fn(u32) -> bool + Send + Sync>,
+        owner: Box::new(move |owner| if dead.load(SeqCst) == owner { OwnerState::Dead } else { OwnerState::Ours })
+            as Box<dyn Fn(u32) -> OwnerState + Send + Sync>,
         fair_after: if fair { Duration::ZERO } else { Duration::MAX },
+        safety_slice: Duration::MAX,
     }));
     (lock, word, dead, Arc::new(WaitTable::new(1)))
 }
@@ -460,7 +465,7 @@ fn lock_async(
     owner: &Arc<Recorder>,
 ) -> Ticket {
     // SAFETY: as above.
-    unsafe { lock.lock_async(table, key(word), me, Instant::now(), owner.clone(), next_token()) }
+    unsafe { lock.lock_async(table, key(word), me, Instant::now(), owner.clone(), |_| next_token()) }
         .expect("the lock is held by a live thread: the waiter queues")
 }
 

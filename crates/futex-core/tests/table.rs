@@ -702,7 +702,7 @@ fn park_of(protocol: &'static Hooks, token: u64) -> Park {
 }
 
 fn park_async(table: &WaitTable, key: Key, protocol: &'static Hooks, park_token: u64, owner: &Arc<Recorder>) -> Ticket {
-    table.park_async(key, || true, park_of(protocol, park_token), owner.dyn_owner(), next_token()).expect("queued")
+    table.park_async(key, |_| Some(next_token()), park_of(protocol, park_token), owner.dyn_owner()).expect("queued")
 }
 
 #[test]
@@ -711,7 +711,9 @@ fn unpark_one_tells_its_callback_who_and_whether_more_remain_and_hands_over_its_
     let protocol = hooks();
     let sync = {
         let t = table.clone();
-        thread::spawn(move || t.park(K1, || true, park_of(protocol, 11), Some(Instant::now() + HANG), SLICE, || false))
+        thread::spawn(move || {
+            t.park(K1, |_| true, park_of(protocol, 11), || Some(Instant::now() + HANG), SLICE, || false)
+        })
     };
     wait_until("the blocking waiter queued", || table.len(K1) == 1);
     let owner = Recorder::new();
@@ -778,7 +780,7 @@ fn a_protocol_hears_when_its_waiters_leave_and_whether_they_were_the_last() {
     assert_eq!(table.queued_async(), 0);
 
     // A blocking waiter past its deadline leaves the same way.
-    let r = table.park(K1, || true, park_of(protocol, 4), Some(Instant::now()), SLICE, || false);
+    let r = table.park(K1, |_| true, park_of(protocol, 4), || Some(Instant::now()), SLICE, || false);
     assert_eq!(r, WaitResult::TimedOut);
     assert_eq!(protocol.left.lock().unwrap().last(), Some(&(K1, 4, true)));
 }
@@ -791,7 +793,7 @@ fn a_stopping_parked_waiter_hands_its_token_to_the_protocol() {
     let h = {
         let (t, s) = (table.clone(), stopping.clone());
         thread::spawn(move || {
-            t.park(K1, || true, park_of(protocol, 1), Some(Instant::now() + HANG), SLICE, || s.load(SeqCst))
+            t.park(K1, |_| true, park_of(protocol, 1), || Some(Instant::now() + HANG), SLICE, || s.load(SeqCst))
         })
     };
     wait_until("the waiter queued", || table.len(K1) == 1);
