@@ -79,6 +79,10 @@ function spinAcquire (ta, spins = 100) {
 // lock(): the fast path, then one blocking native call.
 function acquireBlocking (ta, timeout) {
   if (Atomics.compareExchange(ta, WORD, 0, LOCKED_BY_ME) === 0) return ACQUIRED
+  return lockContended(ta, timeout)
+}
+
+function lockContended (ta, timeout) {
   if (ownerOf(Atomics.load(ta, WORD)) === ME) {
     throw new DeadlockError('AsyncLock.lock: this thread already holds the lock; blocking would never end')
   }
@@ -149,7 +153,10 @@ function acquireAsync (ta, opts, what) {
 
 // --- releasing ---------------------------------------------------------------
 function release (ta) {
-  if (Atomics.compareExchange(ta, WORD, LOCKED_BY_ME, 0) === LOCKED_BY_ME) return
+  if (Atomics.compareExchange(ta, WORD, LOCKED_BY_ME, 0) !== LOCKED_BY_ME) releaseContended(ta)
+}
+
+function releaseContended (ta) {
   if (!binding.lockRelease(ta, WORD, ME)) {
     throw new LockOwnershipError(`AsyncLock.unlock: the lock is ${describeOwner(Atomics.load(ta, WORD))}`)
   }
@@ -181,7 +188,10 @@ class AsyncLock {
 
   /** Blocks until acquired. Returns ACQUIRED or OWNER_DIED. */
   lock (timeout) {
-    return acquireBlocking(this[VIEW], timeoutOf('AsyncLock.lock', timeout))
+    const t = timeoutOf('AsyncLock.lock', timeout)
+    const ta = this[VIEW]
+    if (Atomics.compareExchange(ta, WORD, 0, LOCKED_BY_ME) === 0) return ACQUIRED
+    return lockContended(ta, t)
   }
 
   /** Acquires without waiting: ACQUIRED, OWNER_DIED, or false if held. */
@@ -193,7 +203,8 @@ class AsyncLock {
   }
 
   unlock () {
-    release(this[VIEW])
+    const ta = this[VIEW]
+    if (Atomics.compareExchange(ta, WORD, LOCKED_BY_ME, 0) !== LOCKED_BY_ME) releaseContended(ta)
   }
 
   /** Resolves with a release function (idempotent, Symbol.dispose-able). */
