@@ -14,7 +14,7 @@ use napi_derive::napi;
 use parking_lot::Mutex;
 
 mod cell;
-mod lock;
+pub mod lock;
 mod resolver;
 
 use cell::Cell;

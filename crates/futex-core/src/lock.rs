@@ -184,6 +184,7 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawLock<D> {
     ///
     /// # Safety
     /// `key` is the address of a live, 4-aligned word during the call.
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn lock(
         &'static self,
         table: &WaitTable,
