@@ -20,10 +20,9 @@
 //   park     take the lock if free or if its owner's thread ended, else set
 //            C and queue (blocking: in one native call; async: one step per
 //            wake-up, below)
-//   unlock   wake the oldest waiter; if it has waited 1 ms (and no handoff
-//            of this lock happened in the last ms), hand it the lock
-//            ('handoff': WORD names it at once), else release and let it
-//            compete ('ok'); C stays set iff more wait
+//   unlock   wake the oldest waiter; if it has waited 1 ms, hand it the
+//            lock ('handoff': WORD names it at once), else release and let
+//            it compete ('ok'); C stays set iff more wait
 //   leave    a waiter that times out or is aborted clears C if it was last
 //   death    when a thread ends, each lock it holds that has waiters is
 //            handed to the oldest one ('owner-died'); a later locker takes

@@ -31,10 +31,8 @@
 //! * **unlock** ([`RawLock::unlock`]): [`WaitTable::unpark_one`] wakes the
 //!   oldest waiter and, in the same critical section, either hands the lock
 //!   to it (the word names the heir before anyone else can look:
-//!   [`TOKEN_HANDOFF`]) if it has waited at least `fair_after` and no other
-//!   handoff of this lock happened in the last millisecond
-//!   ([`UnparkResult::be_fair`]), or releases it and lets the woken waiter
-//!   compete with newcomers ([`TOKEN_RETRY`]).
+//!   [`TOKEN_HANDOFF`]) if it has waited at least `fair_after`, or releases
+//!   it and lets the woken waiter compete with newcomers ([`TOKEN_RETRY`]).
 //!   `C` stays set exactly when more waiters remain.
 //! * **leave** ([`Protocol::left`]): a waiter that times out, is cancelled or
 //!   whose thread stops clears `C` if it was the last one queued.
@@ -335,7 +333,7 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawLock<D> {
             let c = if r.have_more { C } else { 0 };
             let fair = |since: Option<Instant>| since.is_some_and(|s| s.elapsed() >= self.fair_after);
             match r.unparked {
-                Some((heir, since)) if kind == TOKEN_OWNER_DIED || (r.be_fair && fair(since)) => {
+                Some((heir, since)) if kind == TOKEN_OWNER_DIED || fair(since) => {
                     word.store(((heir as u32) << 1) | c, SeqCst);
                     Some(handed(heir, kind))
                 }

@@ -94,14 +94,6 @@ pub struct UnparkResult {
     pub unparked: Option<(ParkToken, Option<Instant>)>,
     /// Whether waiters are still queued on the key after this one left.
     pub have_more: bool,
-    /// Whether this unpark may be fair (parking_lot's `be_fair`): true unless
-    /// another unpark of the key handed something over (returned a token
-    /// other than [`TOKEN_NORMAL`]) less than a millisecond ago. A protocol
-    /// that hands itself over only when `be_fair` bounds how often a
-    /// handoff (which leaves the resource idle until the woken waiter runs)
-    /// can stall everyone, while still serving its oldest waiter every
-    /// millisecond or so.
-    pub be_fair: bool,
 }
 
 /// What a blocking [`WaitTable::wait`] ended with.
@@ -258,14 +250,7 @@ struct Queue {
     key: Key,
     /// Waiters of `key` by sequence number: the first entry is the oldest.
     waiters: BTreeMap<u64, Waiter>,
-    /// When an unpark may be fair again (see [`UnparkResult::be_fair`]);
-    /// `None`: now.
-    fair_at: Option<Instant>,
 }
-
-/// At most one fair unpark per queue in this interval (parking_lot draws it
-/// at random up to 1 ms per bucket; one per millisecond per address here).
-const FAIR_INTERVAL: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// One bucket, padded to its own cache line so neighbours do not false-share.
 #[repr(align(64))]
@@ -385,7 +370,7 @@ impl WaitTable {
             None => {
                 let mut waiters = BTreeMap::new();
                 waiters.insert(seq, waiter);
-                queues.push(Queue { key, waiters, fair_at: None });
+                queues.push(Queue { key, waiters });
             }
         }
         Some(seq)
@@ -676,12 +661,10 @@ impl WaitTable {
         let (result, woken) = {
             let mut queues = self.bucket(key).queues.lock();
             let Some(i) = position(&queues, key) else {
-                let result = UnparkResult { unparked: None, have_more: false, be_fair: true };
+                let result = UnparkResult { unparked: None, have_more: false };
                 callback(result);
                 return (result, false);
             };
-            let now = Instant::now();
-            let be_fair = queues[i].fair_at.is_none_or(|at| now >= at);
             let waiters = &mut queues[i].waiters;
             // Drop the async waiters of threads being torn down that are
             // ahead of the first live one.
@@ -692,18 +675,15 @@ impl WaitTable {
                 Some(park) => (park.token, Some(park.since)),
                 None => (0, None),
             });
-            let result = UnparkResult { unparked: head, have_more: waiters.len() > 1, be_fair };
+            let result = UnparkResult { unparked: head, have_more: waiters.len() > 1 };
             let woken = match (head, callback(result)) {
                 (Some(_), Some(token)) => {
                     let waiter = self.pop_live(key, waiters).expect("the head is live");
-                    if token != TOKEN_NORMAL {
-                        queues[i].fair_at = Some(now + FAIR_INTERVAL);
-                    }
                     Some(wake(waiter, token))
                 }
                 _ => None,
             };
-            if queues[i].waiters.is_empty() {
+            if waiters.is_empty() {
                 queues.swap_remove(i);
             }
             (result, woken)
