@@ -671,14 +671,22 @@ impl WaitTable {
             while waiters.first_key_value().is_some_and(|(_, w)| !w.is_live()) {
                 self.pop_live_or_drop_first(key, waiters);
             }
-            let head = waiters.first_key_value().map(|(_, w)| match w.park() {
-                Some(park) => (park.token, Some(park.since)),
-                None => (0, None),
+            let head = waiters.first_key_value().map(|(&seq, w)| match w.park() {
+                Some(park) => (seq, park.token, Some(park.since)),
+                None => (seq, 0, None),
             });
-            let result = UnparkResult { unparked: head, have_more: waiters.len() > 1 };
+            let unparked = head.map(|(_, token, since)| (token, since));
+            let result = UnparkResult { unparked, have_more: waiters.len() > 1 };
             let woken = match (head, callback(result)) {
-                (Some(_), Some(token)) => {
-                    let waiter = self.pop_live(key, waiters).expect("the head is live");
+                (Some((seq, ..)), Some(token)) => {
+                    // Exactly the waiter the callback was told about, even if
+                    // its thread began its teardown meanwhile (liveness is
+                    // not guarded by this lock): its owner then passes the
+                    // token on (`Protocol::lost`).
+                    let waiter = waiters.remove(&seq).expect("queued under this lock");
+                    if matches!(waiter, Waiter::Async(..)) {
+                        self.queued_async.fetch_sub(1, Ordering::Relaxed);
+                    }
                     Some(wake(waiter, token))
                 }
                 _ => None,

@@ -721,3 +721,80 @@ fn lock_handoff_to_a_stopping_waiter_is_passed_on() {
         assert_c_matches_queue(word, &table);
     });
 }
+
+/// An async owner whose thread can be torn down: once dead, a lock token
+/// delivered to it is passed on with `Protocol::lost`, as the N-API
+/// layer's resolver does.
+struct Passing {
+    dead: loom::sync::atomic::AtomicBool,
+    table: Arc<WaitTable>,
+    log: Mutex<Vec<(u64, AsyncOutcome)>>,
+}
+
+impl Owner for Passing {
+    fn is_alive(&self) -> bool {
+        !self.dead.load(SeqCst)
+    }
+    fn complete(&self, key: Key, token: u64, outcome: AsyncOutcome) {
+        if self.dead.load(SeqCst) {
+            if let AsyncOutcome::Unparked(t, protocol) = outcome {
+                protocol.lost(&self.table, key, t);
+            }
+            return;
+        }
+        self.log.lock().unwrap().push((token, outcome));
+    }
+}
+
+/// A's unlock hands the lock to W while W's thread is torn down (marked
+/// dead, its waiters removed); X waits behind W. Whatever the interleaving,
+/// the lock ends up with exactly one of them: W, if the handoff reached it
+/// alive, else X (handed on by W's teardown, or by the unlock that found W
+/// gone). Never both, never neither, and the waiters bit is exact.
+#[test]
+fn lock_handoff_vs_waiter_thread_teardown() {
+    model("lock_handoff_vs_waiter_thread_teardown", || {
+        let (lock, word, _, table) = held_by_a(true);
+        let w_owner = Arc::new(Passing {
+            dead: loom::sync::atomic::AtomicBool::new(false),
+            table: table.clone(),
+            log: Mutex::default(),
+        });
+        let x_owner = Recorder::new();
+        let dyn_w: Arc<dyn Owner> = w_owner.clone();
+        // SAFETY: the word is leaked.
+        unsafe { lock.lock_async(&table, key(word), W, Instant::now(), dyn_w.clone(), |_| next_token()) }
+            .expect("queued");
+        lock_async(lock, &table, word, B, &x_owner);
+        let teardown = {
+            let (table, w_owner) = (table.clone(), w_owner.clone());
+            loom::thread::spawn(move || {
+                w_owner.dead.store(true, SeqCst);
+                let owner: Arc<dyn Owner> = w_owner;
+                table.remove_owner(&owner, |_| {})
+            })
+        };
+        assert!(unlock(lock, &table, word, A));
+        teardown.join().unwrap();
+        let w_kept = match w_owner.log.lock().unwrap().as_slice() {
+            [] => false,
+            [(_, AsyncOutcome::Unparked(t, _))] => {
+                assert_eq!(kinds(*t), HANDOFF);
+                true
+            }
+            other => panic!("unexpected outcomes for W {other:?}"),
+        };
+        let x_handed = unparked(&x_owner).map(kinds) == Some(HANDOFF);
+        assert!(w_kept != x_handed, "W kept it: {w_kept}, X was handed it: {x_handed}");
+        let holder = if w_kept { W } else { B };
+        let queued = table.len(key(word)) > 0;
+        assert_eq!(
+            word.load(SeqCst),
+            (holder << 1) | if queued { C } else { 0 },
+            "W log {:?}, X log {:?}",
+            w_owner.log.lock().unwrap(),
+            x_owner.log()
+        );
+        assert_c_matches_queue(word, &table);
+    });
+}
