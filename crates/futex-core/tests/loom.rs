@@ -798,3 +798,50 @@ fn lock_handoff_vs_waiter_thread_teardown() {
         assert_c_matches_queue(word, &table);
     });
 }
+
+/// A dies holding the lock (its death recorded and pushed) while W, the
+/// oldest waiter, is torn down too; X waits behind W. The death is reported
+/// exactly once: to W if the push reached it alive, else to X (skipped to,
+/// or handed on by W's teardown), and the word names whoever was told.
+#[test]
+fn lock_owner_death_push_vs_waiter_teardown() {
+    model("lock_owner_death_push_vs_waiter_teardown", || {
+        let (lock, word, dead, table) = held_by_a(false);
+        let w_owner = Arc::new(Passing {
+            dead: loom::sync::atomic::AtomicBool::new(false),
+            table: table.clone(),
+            log: Mutex::default(),
+        });
+        let x_owner = Recorder::new();
+        let dyn_w: Arc<dyn Owner> = w_owner.clone();
+        // SAFETY: the word is leaked.
+        unsafe { lock.lock_async(&table, key(word), W, Instant::now(), dyn_w.clone(), |_| next_token()) }
+            .expect("queued");
+        lock_async(lock, &table, word, B, &x_owner);
+        let teardown = {
+            let (table, w_owner) = (table.clone(), w_owner.clone());
+            loom::thread::spawn(move || {
+                w_owner.dead.store(true, SeqCst);
+                let owner: Arc<dyn Owner> = w_owner;
+                table.remove_owner(&owner, |_| {})
+            })
+        };
+        dead.store(A, SeqCst);
+        table.thread_ended(A);
+        teardown.join().unwrap();
+        let w_told = match w_owner.log.lock().unwrap().as_slice() {
+            [] => false,
+            [(_, AsyncOutcome::Unparked(t, _))] => {
+                assert_eq!(kinds(*t), OWNER_DIED);
+                true
+            }
+            other => panic!("unexpected outcomes for W {other:?}"),
+        };
+        let x_told = unparked(&x_owner).map(kinds) == Some(OWNER_DIED);
+        assert!(w_told != x_told, "told W: {w_told}, told X: {x_told}");
+        let holder = if w_told { W } else { B };
+        let queued = table.len(key(word)) > 0;
+        assert_eq!(word.load(SeqCst), (holder << 1) | if queued { C } else { 0 });
+        assert_c_matches_queue(word, &table);
+    });
+}
