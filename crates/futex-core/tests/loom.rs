@@ -845,3 +845,37 @@ fn lock_owner_death_push_vs_waiter_teardown() {
         assert_c_matches_queue(word, &table);
     });
 }
+
+/// A dies holding the lock while W's acquisition is aborted (cancel). If
+/// the cancel came first, nobody was told and the word still names the dead
+/// owner: the next locker takes it over and is told. Otherwise W was handed
+/// the lock with the news. Exactly one report either way.
+#[test]
+fn lock_owner_teardown_vs_cancel() {
+    model("lock_owner_teardown_vs_cancel", || {
+        let (lock, word, dead, table) = held_by_a(false);
+        let owner = Recorder::new();
+        let ticket = lock_async(lock, &table, word, W, &owner);
+        let teardown = {
+            let table = table.clone();
+            loom::thread::spawn(move || {
+                dead.store(A, SeqCst);
+                table.thread_ended(A)
+            })
+        };
+        let cancelled = table.cancel(ticket);
+        let pushed = teardown.join().unwrap();
+        assert_c_matches_queue(word, &table);
+        if cancelled {
+            assert_eq!(pushed, 0);
+            assert_eq!(owner.log(), vec![]);
+            assert_eq!(word.load(SeqCst), A << 1);
+            // SAFETY: the word is leaked.
+            assert_eq!(unsafe { lock.try_lock(&table, key(word), B) }, Some(Acquired::OwnerDied));
+        } else {
+            assert_eq!(pushed, 1);
+            assert_eq!(unparked(&owner).map(kinds), Some(OWNER_DIED));
+            assert_eq!(word.load(SeqCst), W << 1);
+        }
+    });
+}
