@@ -75,10 +75,9 @@ export declare function lockWait(ta: unknown, index: number, me: number, timeout
  * if it was taken from a dead owner), or queues an async waiter in `slot`
  * of this thread's table and returns its sequence number. Its promise then
  * settles with 'handoff' (the lock is held), 'owner-died' (held, from a
- * dead owner), 'ok' (released: try again) or 'timed-out' (also when the
- * safety slice next to a holder from another copy of the addon ran out:
- * JS looks again if its own deadline has not passed). The JS layer keeps
- * `ta` alive while the waiter is queued.
+ * dead owner), 'ok' (released, or the safety slice next to a holder from
+ * another copy of the addon ran out: try again) or 'timed-out'. The JS
+ * layer keeps `ta` alive while the waiter is queued.
  */
 export declare function lockWaitAsync(ta: unknown, index: number, me: number, waited: number, timeout: number, slot: number): number
 

@@ -127,16 +127,16 @@ function acquireAsync (ta, opts, what) {
       finish(reject, abortError(signal))
     }
     // One step per outcome of our queued waiter: 'handoff' / 'owner-died'
-    // (we hold the lock), 'ok' (it was released: compete), 'timed-out' (our
-    // deadline, or the safety slice next to a holder from another copy of
-    // the addon: look again), 'cancelled'. A wake-up to compete that we will
-    // not use is passed on by taking the free lock and releasing it, which
-    // wakes the next waiter.
+    // (we hold the lock), 'ok' (it was released, or the safety slice next to
+    // a holder from another copy of the addon ran out: look again),
+    // 'timed-out', 'cancelled'. A wake-up to compete that we will not use is
+    // passed on by taking the free lock and releasing it, which wakes the
+    // next waiter.
     const step = (outcome) => {
       queued = null
       if (outcome === 'handoff' || outcome === 'owner-died') return got(outcome === 'handoff' ? ACQUIRED : OWNER_DIED)
       const remaining = start + timeout - now()
-      if (outcome === 'cancelled' || remaining <= 0 || aborted()) {
+      if (outcome === 'cancelled' || outcome === 'timed-out' || remaining <= 0 || aborted()) {
         if (outcome === 'ok' && spinAcquire(ta, 1)) release(ta)
         return finish(reject, aborted() ? abortError(signal) : new LockTimeoutError(`${what}: not acquired within ${timeout} ms`))
       }

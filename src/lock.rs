@@ -82,10 +82,9 @@ pub fn lock_wait(env: Env, ta: Unknown, index: f64, me: u32, timeout: f64) -> Re
 /// if it was taken from a dead owner), or queues an async waiter in `slot`
 /// of this thread's table and returns its sequence number. Its promise then
 /// settles with 'handoff' (the lock is held), 'owner-died' (held, from a
-/// dead owner), 'ok' (released: try again) or 'timed-out' (also when the
-/// safety slice next to a holder from another copy of the addon ran out:
-/// JS looks again if its own deadline has not passed). The JS layer keeps
-/// `ta` alive while the waiter is queued.
+/// dead owner), 'ok' (released, or the safety slice next to a holder from
+/// another copy of the addon ran out: try again) or 'timed-out'. The JS
+/// layer keeps `ta` alive while the waiter is queued.
 #[napi(js_name = "lockWaitAsync")]
 pub fn lock_wait_async(
     env: Env,
@@ -105,11 +104,13 @@ pub fn lock_wait_async(
     // Next to a holder from another copy of the addon, time out after the
     // safety slice (JS then queues again, its own deadline permitting).
     let token = |foreign: bool| {
-        if foreign {
-            let slice = Instant::now() + LOCK.safety_slice;
-            at = Some(at.map_or(slice, |d| d.min(slice)));
+        let slice = Instant::now() + LOCK.safety_slice;
+        let sliced = foreign && at.is_none_or(|d| slice < d);
+        if sliced {
+            at = Some(slice);
         }
-        Token::new(slot, true, at.is_some()).0
+        let token = Token::new(slot, true, at.is_some());
+        if sliced { token.sliced() } else { token }.0
     };
     // SAFETY: the array argument keeps the word alive during the call, and
     // the JS layer keeps it alive while the waiter is queued.

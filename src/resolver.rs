@@ -45,13 +45,14 @@ pub static UNDELIVERED: AtomicUsize = AtomicUsize::new(0);
 pub static RESOLVERS: AtomicUsize = AtomicUsize::new(0);
 
 /// What the table knows an async waiter by: its slot in the JS thread's
-/// table of promises (`lib/futex.js`), and two flags.
+/// table of promises (`lib/futex.js`), and three flags.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Token(pub u64);
 
 impl Token {
     const KEEP_ALIVE: u64 = 1;
     const TIMED: u64 = 2;
+    const SLICED: u64 = 1 << 63;
 
     pub fn new(slot: u32, keep_alive: bool, timed: bool) -> Token {
         Token(
@@ -68,6 +69,14 @@ impl Token {
     /// The waiter has an entry in the timer.
     pub fn timed(self) -> bool {
         self.0 & Self::TIMED != 0
+    }
+    /// The same waiter, whose timer entry is a lock's safety slice rather
+    /// than its deadline: when it fires, the waiter looks again ('ok').
+    pub fn sliced(self) -> Token {
+        Token(self.0 | Self::SLICED)
+    }
+    pub fn is_sliced(self) -> bool {
+        self.0 & Self::SLICED != 0
     }
 }
 
@@ -311,11 +320,12 @@ pub unsafe fn init(env: sys::napi_env, deliver: sys::napi_value) -> Result<()> {
 }
 
 /// An outcome as `lib/futex.js` receives it: 0 'ok', 1 'timed-out', and
-/// for a lock's waiter 2 'handoff' and 3 'owner-died' (the lock is held).
-fn outcome_code(outcome: AsyncOutcome) -> u32 {
+/// for a lock's waiter 2 'handoff' and 3 'owner-died' (the lock is held). A
+/// lock waiter's safety slice that ran out is an 'ok': look again.
+fn outcome_code(token: Token, outcome: AsyncOutcome) -> u32 {
     match outcome {
         AsyncOutcome::Ok => 0,
-        AsyncOutcome::TimedOut => 1,
+        AsyncOutcome::TimedOut => u32::from(!token.is_sliced()),
         AsyncOutcome::Unparked(token, _) => match futex_core::lock::kind(token) {
             futex_core::lock::TOKEN_HANDOFF => 2,
             futex_core::lock::TOKEN_OWNER_DIED => 3,
@@ -363,7 +373,7 @@ unsafe extern "C" fn call_js(env: sys::napi_env, deliver: sys::napi_value, conte
         }
         let list = std::slice::from_raw_parts_mut(data as *mut u32, batch.len());
         for (entry, &(_, token, outcome)) in list.iter_mut().zip(&batch) {
-            *entry = (token.slot() << 2) | outcome_code(outcome);
+            *entry = (token.slot() << 2) | outcome_code(token, outcome);
         }
         let mut array = ptr::null_mut();
         let mut undefined = ptr::null_mut();
