@@ -45,6 +45,11 @@
 //!   lock is free, a handoff is handed on as the dead thread's unlock would
 //!   (it never ran its critical section), an owner-died handoff goes on as
 //!   such (the death still has to be reported once).
+//! * **another table** ([`OwnerState::Foreign`]): a holder that uses another
+//!   copy of the table unlocks through that copy, which neither sees nor
+//!   wakes our waiters and may clear `C`. A waiter that parks next to such a
+//!   holder looks again after `safety_slice`, and whoever takes the lock
+//!   here sets `C` from our queue, so its own unlock wakes the rest.
 //!
 //! The word is an `AtomicU32` at the key's address: a key handed to these
 //! functions must be the address of a live, 4-aligned word.
