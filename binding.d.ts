@@ -40,8 +40,6 @@ export interface Diagnostics {
   timerEntries: number
   /** Ranges of ended threads in the thread registry. */
   deadThreadRanges: number
-  /** Locks whose poll role is held by an async waiter. */
-  pollRoles: number
   /**
    * The sum of the wait table's presence counts: addresses with a queue,
    * plus waiters checking their value right now.
@@ -52,8 +50,8 @@ export interface Diagnostics {
 /**
  * Creates this thread's resolver (its one threadsafe function) around
  * `deliver(list)`, called on this thread with each batch of outcomes,
- * `slot << 1 | timedOut` each: a number for a batch of one, else a
- * `Uint32Array`. Idempotent.
+ * `slot << 2 | outcome` each (see `resolver::outcome_code`): a number for a
+ * batch of one, else a `Uint32Array`. Idempotent.
  */
 export declare function initAsync(deliver: unknown): void
 
@@ -64,11 +62,36 @@ export declare function initAsync(deliver: unknown): void
 export declare function isThreadAlive(threadId: number): boolean
 
 /**
- * Acquisition `id` of this thread is over: if it held the poll role of the
- * lock whose word is `ta[index]`, the role goes to another waiter. Returns
- * whether it held it.
+ * The contended unlock of the lock word `ta[index]` by `me`: hands the
+ * lock to the oldest waiter if it has waited long enough, else releases it
+ * and wakes that waiter. False if `me` does not hold it (nothing changed).
  */
-export declare function pollRelease(ta: unknown, index: number, id: number): boolean
+export declare function lockRelease(ta: unknown, index: number, me: number): boolean
+
+/**
+ * Takes the lock word `ta[index]` for `me` if it is free or its owner's
+ * thread ended: 0 acquired, 1 acquired from a dead owner, 2 held by a live thread.
+ */
+export declare function lockTry(ta: unknown, index: number, me: number): number
+
+/**
+ * Blocks until thread `me` (an owner id) holds the lock word `ta[index]`,
+ * or `timeout` ms pass. Returns 0 acquired, 1 acquired from a dead owner,
+ * 2 timed out, 3 held by `me` already (blocking would never end).
+ */
+export declare function lockWait(ta: unknown, index: number, me: number, timeout: number): number
+
+/**
+ * One step of an async acquisition by thread `me`, whose caller has waited
+ * `waited` ms so far: takes the lock word `ta[index]` now (returns 0, or -1
+ * if it was taken from a dead owner), or queues an async waiter in `slot`
+ * of this thread's table and returns its sequence number. Its promise then
+ * settles with 'handoff' (the lock is held), 'owner-died' (held, from a
+ * dead owner), 'ok' (released, or the safety slice next to a holder from
+ * another copy of the addon ran out: try again) or 'timed-out'. The JS
+ * layer keeps `ta` alive while the waiter is queued.
+ */
+export declare function lockWaitAsync(ta: unknown, index: number, me: number, waited: number, timeout: number, slot: number): number
 
 /**
  * The wait table's presence counts (see futex-core's `table` module) as an
@@ -92,13 +115,3 @@ export declare function queueLength(ta: unknown, index: number): number
 
 /** Watches this thread, `thread_id`, so that its end is recorded. */
 export declare function registerThread(threadId: number): void
-
-/**
- * `waitAsync` for a waiter of a lock whose word is `ta[roleIndex]` (its
- * waiters also sleep on `ta[altIndex]`): if acquisition `id` of this thread
- * holds the lock's poll role, or takes it now because nobody does, the
- * waiter times out after `pollTimeout` ms, so that it looks at the owner;
- * otherwise after `timeout` ms (often never). The role is claimed under the
- * bucket lock of `ta[index]` (see src/poll.rs), and kept until `pollRelease`.
- */
-export declare function waitAsyncPolling(ta: unknown, index: number, value: unknown, timeout: number, keepAlive: boolean, slot: number, roleIndex: number, altIndex: number, id: number, pollTimeout: number): number

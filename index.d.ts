@@ -160,8 +160,9 @@ export interface LockInfo {
  * and only it may unlock. Uncontended lock and unlock are one
  * compareExchange each, in JavaScript. A waiter that has waited over 1 ms
  * gets the lock handed to it directly by the next unlock. When the owner's
- * thread ends while holding the lock, the next acquirer gets it (within about
- * 50 ms) and is told (OWNER_DIED / `ownerDied`).
+ * thread ends while holding the lock, the oldest waiter is handed it at once
+ * (or the next acquirer takes it over) and is told (OWNER_DIED / `ownerDied`),
+ * exactly once: also when an abort of that acquisition came too late.
  */
 export class AsyncLock {
   /** Bytes one lock takes in a buffer (8). */
@@ -249,7 +250,9 @@ export class Condition {
 
   /**
    * Like wait, without blocking; settles only once the lock is held again,
-   * also when it rejects with AbortError.
+   * also when it rejects with AbortError. If the relock took the lock over
+   * from a dead owner it resolves 'owner-died' even when the signal fired:
+   * the death is reported exactly once, here.
    */
   waitAsync (lock: AsyncLock, options?: AcquireOptions): Promise<'ok' | 'timed-out' | 'owner-died'>
 

@@ -177,6 +177,38 @@ describe('Condition', () => {
     lock.unlock()
   })
 
+  // The death is reported exactly once, in waitAsync's result: an abort that
+  // comes after the owner died cannot stop the relock from taking the dead
+  // owner's lock over, so the caller holds it and must be told (a plain
+  // AbortError would leave the half-updated data unreported).
+  for (const order of ['abort while the owner is alive, relock queued', 'owner already dead when the abort fires']) {
+    test(`an abort does not hide a dead owner from the relock (${order}): owner-died is reported once`, { skip: !HAS_ABORT && 'no AbortController' }, async () => {
+      const lock = new AsyncLock()
+      const cond = new Condition()
+      const ac = new AbortController()
+      lock.lock()
+      const p = cond.waitAsync(lock, { signal: ac.signal })
+      await until(() => sleepers(cond) === 1, 'the waiter to sleep')
+      const w = startWorker('hold', { lock: handle(lock), then: 'stay' })
+      await w.next('held')
+      if (order.startsWith('abort')) {
+        ac.abort()
+        await until(() => waiters(lock) === 1, 'the relock to queue')
+        await w.terminate()
+      } else {
+        await w.terminate()
+        ac.abort()
+      }
+      assert.strictEqual(await p, OWNER_DIED)
+      assert.ok(heldByMain(lock))
+      assert.strictEqual(waitersCell(cond), 0)
+      lock.unlock()
+      // Reported once: the next owner takes an ordinary lock.
+      assert.strictEqual(lock.tryLock(), 'acquired')
+      lock.unlock()
+    })
+  }
+
   test('bad input', async () => {
     assert.throws(() => new Condition(new ArrayBuffer(8)), TypeError)
     assert.throws(() => new Condition(new SharedArrayBuffer(8), 4), RangeError)

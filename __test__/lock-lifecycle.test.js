@@ -46,38 +46,31 @@ describe('two copies of the package in one process (child process)', () => {
   })
 })
 
-describe('only one async waiter of a held lock watches its owner (child process)', () => {
-  test('the poll role passes on when its holder times out or is aborted, and a dead owner is still noticed', { timeout: HARD_TIMEOUT + 10000, skip: typeof AbortController !== 'function' && 'no AbortController before Node 15' }, async () => {
-    const r = await runChild([path.join(__dirname, 'fixtures', 'lock-poll-role.js')], { timeoutMs: HARD_TIMEOUT })
+describe('waiters of a held lock sleep until woken; owner death is pushed to them (child processes)', () => {
+  test('no waiter wakes while the owner lives (beside a timeout and an abort); its death reaches the rest', { timeout: HARD_TIMEOUT + 10000, skip: typeof AbortController !== 'function' && 'no AbortController before Node 15' }, async () => {
+    const r = await runChild([path.join(__dirname, 'fixtures', 'lock-idle-waiters.js')], { timeoutMs: HARD_TIMEOUT })
     const shown = `\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`
     assert.ok(!r.timedOut && r.code === 0 && r.result, shown)
-    const { phase0, phase1, aborted, phase2, outcomes, pollRoles } = r.result
-    // While w0 waited, nobody but w0 looked at the owner.
-    assert.ok(phase0.length > 0, shown)
-    assert.deepStrictEqual([...new Set(phase0)], [0], shown)
-    // Then one other waiter watched (any other looked at most once, when it
-    // was woken for the hand-over), and after its abort one more.
-    const watchers = (tally) => Object.keys(tally).filter((k) => tally[k] > 1).map(Number)
-    assert.deepStrictEqual(watchers(phase1), [aborted], shown)
-    assert.notStrictEqual(aborted, 0, shown)
-    const [last] = watchers(phase2)
-    assert.deepStrictEqual(watchers(phase2), [last], shown)
-    assert.ok(last !== 0 && last !== aborted, shown)
-    // The owner's death reached the waiters left: all got the lock, one was told.
+    const { parksWhileOwned, outcomes, queuedAsync, word } = r.result
+    // Each of the 8 waiters queued once and nobody woke to look at the owner.
+    assert.strictEqual(parksWhileOwned, 8, shown)
     assert.strictEqual(outcomes[0], 'ERR_LOCK_TIMEOUT', shown)
-    assert.strictEqual(outcomes[aborted], 'ABORT_ERR', shown)
-    const rest = outcomes.filter((o, k) => k !== 0 && k !== aborted)
+    assert.strictEqual(outcomes[3], 'ABORT_ERR', shown)
+    // The owner's death reached the waiters left: all got the lock, one was told.
+    const rest = outcomes.filter((o, k) => k !== 0 && k !== 3)
     assert.strictEqual(rest.filter((o) => o === 'owner-died').length, 1, shown)
     assert.strictEqual(rest.filter((o) => o === 'acquired').length, rest.length - 1, shown)
-    assert.strictEqual(pollRoles, 0, shown)
+    assert.strictEqual(queuedAsync, 0, shown)
+    assert.strictEqual(word, 0, shown)
   })
 
-  test('the poll role of a terminated thread passes to a waiter of another thread', { timeout: HARD_TIMEOUT + 10000 }, async () => {
-    const r = await runChild([path.join(__dirname, 'fixtures', 'lock-poll-death.js')], { timeoutMs: HARD_TIMEOUT })
+  test('a waiter whose thread is terminated leaves; the owner\'s later death still reaches the other threads\' waiters', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const r = await runChild([path.join(__dirname, 'fixtures', 'lock-waiter-thread-dies.js')], { timeoutMs: HARD_TIMEOUT })
     const shown = `\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`
     assert.ok(!r.timedOut && r.code === 0 && r.result, shown)
-    assert.strictEqual(r.result.whileB, 0, `the main thread's waiters looked while another thread held the role${shown}`)
+    assert.strictEqual(r.result.afterB, 4, `B's waiter left the queue${shown}`)
+    assert.strictEqual(r.result.parksBeforeA, 4, `the main thread's waiters slept while A lived${shown}`)
     assert.deepStrictEqual(r.result.outcomes.slice().sort(), ['acquired', 'acquired', 'acquired', 'owner-died'], shown)
-    assert.strictEqual(r.result.pollRoles, 0, shown)
+    assert.strictEqual(r.result.queuedAsync, 0, shown)
   })
 })

@@ -113,7 +113,7 @@ for (const style of styles) {
         assert.strictEqual(shared[0], 5 * M)
         assert.strictEqual(lock.isLocked, false)
         assert.strictEqual(waiters(lock), 0)
-        assert.strictEqual(cells(lock)[1], 0, 'no heir, handoff or reservation left in SLOT')
+        assert.strictEqual(cells(lock)[1], 0, 'the reserved second cell is untouched')
       } finally {
         await Promise.all(workers.map((w) => w.terminate()))
       }

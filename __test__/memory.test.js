@@ -39,7 +39,6 @@ describe('memory: nothing kept after its owner is gone (child processes)', () =>
       resolvers: 0, // the main thread never queued an async waiter
       timerEntries: 0,
       deadThreadRanges: 1, // 24 ended threads, ids 1 to 24: one range
-      pollRoles: 0,
       presence: 0 // no address is left marked as waited on
     }, transcript(r))
   })

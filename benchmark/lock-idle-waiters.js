@@ -2,8 +2,9 @@
 // CPU spent by idle lock waiters: a worker holds an AsyncLock and never lets
 // go; the main thread queues --waiters lockAsync (default 200) and then does
 // nothing for --seconds (default 5). Printed: the process's CPU time over
-// that window as a share of one CPU, and how many times the waiters looked
-// at the owner's liveness.
+// that window as a share of one CPU, and how many times a waiter woke and
+// queued again (calls of the addon's lockWaitAsync): none, since nobody polls
+// the owner.
 //
 //   node benchmark/lock-idle-waiters.js [--waiters 200] [--seconds 5]
 //
@@ -28,12 +29,15 @@ async function main () {
   const args = parse(process.argv.slice(2))
   const { AsyncLock } = require(ROOT)
   let looks = 0
-  let lockInternal = null
-  try {
-    lockInternal = require(path.join(ROOT, 'lib', 'lock')).internal
-  } catch {}
-  const counted = lockInternal && typeof lockInternal.setProbeHook === 'function'
-  if (counted) lockInternal.setProbeHook(() => { looks++ })
+  const binding = require(path.join(ROOT, 'lib', 'native'))
+  const counted = typeof binding.lockWaitAsync === 'function'
+  if (counted) {
+    const lockWaitAsync = binding.lockWaitAsync
+    binding.lockWaitAsync = function () {
+      looks++
+      return lockWaitAsync.apply(this, arguments)
+    }
+  }
 
   const lock = new AsyncLock()
   const holder = new Worker(`
@@ -52,7 +56,7 @@ async function main () {
     aborts.push(ac)
     pending.push(lock.lockAsync({ signal: ac.signal }).catch(() => {}))
   }
-  // Let every waiter get past its first short sleep.
+  // Let every waiter settle into its sleep.
   await new Promise((resolve) => setTimeout(resolve, 200))
 
   const looksBefore = looks
@@ -64,7 +68,7 @@ async function main () {
   const share = (cpu.user + cpu.system) / 1000 / wallMs
   const looked = counted ? String(looks - looksBefore) : 'not counted'
   console.log(`${args.waiters} idle lockAsync waiters, ${(wallMs / 1000).toFixed(1)} s: ` +
-    `${(share * 100).toFixed(2)} % of one CPU (process total), owner looked at ${looked} times`)
+    `${(share * 100).toFixed(2)} % of one CPU (process total), waiters woke ${looked} times`)
 
   for (const ac of aborts) ac.abort()
   await Promise.all(pending)

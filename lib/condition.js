@@ -84,7 +84,9 @@ class Condition {
   /**
    * Like wait, without blocking: resolves with 'ok', 'timed-out' or
    * 'owner-died' once the lock is held again. With a signal that fires, it
-   * rejects with AbortError, also only after relocking.
+   * rejects with AbortError, also only after relocking, unless the relock
+   * took the lock over from a dead owner: then it resolves 'owner-died'
+   * (the death is reported exactly once, and this caller holds the lock).
    */
   waitAsync (lock, options) {
     let lta, opts
@@ -110,8 +112,10 @@ class Condition {
     return runAsync(ta, sleepOnce(ta, seq, opts.timeout, ctx), ctx, signal).then((r) => {
       Atomics.sub(ta, WAITERS, 1)
       return acquireAsync(lta, FOREVER, 'Condition.waitAsync').then((status) => {
-        if (ctx.cancelled) throw abortError(signal)
+        // A dead owner's lock taken over is reported here, once, even if the
+        // signal fired: the caller holds the lock and must repair the data.
         if (status === OWNER_DIED) return OWNER_DIED
+        if (ctx.cancelled) throw abortError(signal)
         return r === 'timed-out' ? 'timed-out' : 'ok'
       })
     })

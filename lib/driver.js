@@ -12,13 +12,8 @@
 //
 // and finally returns its result.
 //
-// A request may also name a poll role (`role`: the acquisition's number, with
-// `roleAt` and `altAt`, the lock's two indexes): the blocking driver ignores
-// it, the async one sleeps for `timeout` only if this acquisition holds the
-// role of the lock at `roleAt` (see enqueueAsyncPolling), else for `idle`.
-//
-// The same procedure code serves `lock()` and `lockAsync()`: only the driver
-// differs.
+// The same procedure code serves the blocking and the promise-based API of
+// Condition and Semaphore: only the driver differs.
 //
 // Cancellation contract (tokio's): when the signal fires, `ctx.cancelled`
 // becomes true and the driver tries to take the queued waiter back out. If it
@@ -31,7 +26,7 @@
 const futex = require('./futex')
 
 const { wait } = futex
-const { enqueueAsync, enqueueAsyncPolling, cancelAsync } = futex.internal
+const { enqueueAsync, cancelAsync } = futex.internal
 
 function runBlocking (ta, gen) {
   let step = gen.next()
@@ -68,9 +63,7 @@ function runAsync (ta, gen, ctx, signal) {
         step = gen.next(result)
         while (!step.done) {
           const w = step.value
-          const q = w.role === undefined
-            ? enqueueAsync(ta, w.index, w.value, w.timeout, true)
-            : enqueueAsyncPolling(ta, w.index, w.value, w.idle, w.roleAt, w.altAt, w.role, w.timeout)
+          const q = enqueueAsync(ta, w.index, w.value, w.timeout, true)
           if (q === 'not-equal') {
             step = gen.next('not-equal')
             continue

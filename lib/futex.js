@@ -212,19 +212,23 @@ function settle (slot, value) {
   release(slot)(value)
 }
 
+// Outcomes as the addon numbers them; 'handoff' and 'owner-died' only reach
+// a lock's waiters (src/lock.rs): they hold the lock.
+const OUTCOMES = ['ok', 'timed-out', 'handoff', 'owner-died']
+
 // Called natively on this thread with a batch of outcomes, each
-// slot << 1 | timedOut: a number for a batch of one, else a Uint32Array.
+// slot << 2 | outcome: a number for a batch of one, else a Uint32Array.
 // (Each waiter has exactly one outcome, so each slot appears once.)
 function deliver (list) {
   if (typeof list === 'number') {
     pendingCount--
-    release(list >>> 1)((list & 1) === 0 ? 'ok' : 'timed-out')
+    release(list >>> 2)(OUTCOMES[list & 3])
     return
   }
   const n = list.length
   for (let k = 0; k < n; k++) {
     const entry = list[k]
-    release(entry >>> 1)((entry & 1) === 0 ? 'ok' : 'timed-out')
+    release(entry >>> 2)(OUTCOMES[entry & 3])
   }
   pendingCount -= n
   if (pendingCount === 0 && settlers.length > 65536) {
@@ -283,16 +287,20 @@ function queue (ta, index, value, timeout, keepAlive) {
   return promise
 }
 
-// enqueueAsync for a waiter of a lock whose word is ta[roleIndex] (its
-// waiters also sleep on ta[altIndex]): it times out after `pollTimeout` ms if
-// acquisition `id` of this thread holds the lock's poll role (taking it if
-// free), else after `timeout` ms. Keeps the event loop alive. See
-// pollRelease and src/poll.rs.
-function enqueueAsyncPolling (ta, index, value, timeout, roleIndex, altIndex, id, pollTimeout) {
+// One step of an async acquisition of the lock word ta[index] by owner `me`
+// that has waited `waited` ms (src/lock.rs): 0 if it took the lock now, -1 if
+// it took it from a dead owner, else { token, promise } for the queued
+// waiter, whose promise settles with 'handoff' or 'owner-died' (the lock is
+// held), 'ok' (it was released: try again) or 'timed-out'. Keeps the event
+// loop alive while queued.
+function lockAsync (ta, index, me, waited, timeout) {
   const slot = claimSlot()
-  const seq = binding.waitAsyncPolling(ta, index, value, timeout, true, slot, roleIndex, altIndex, id, pollTimeout)
-  const promise = register(ta, seq, slot)
-  return promise === null ? 'not-equal' : { token: [seq, slot], promise }
+  const seq = binding.lockWaitAsync(ta, index, me, waited, timeout, slot)
+  if (seq <= 0) {
+    register(ta, 0, slot)
+    return seq
+  }
+  return { token: [seq, slot], promise: register(ta, seq, slot) }
 }
 
 // Takes a queued waiter back out (`token` as enqueueAsync returned it). True
@@ -370,8 +378,7 @@ module.exports = {
     toIndex,
     toCount,
     enqueueAsync,
-    enqueueAsyncPolling,
-    pollRelease: binding.pollRelease,
+    lockAsync,
     cancelAsync,
     isThreadAlive: binding.isThreadAlive,
     queueLength: binding.queueLength,

@@ -18,7 +18,8 @@
 const futex = require('./futex')
 const { runBlocking, runAsync } = require('./driver')
 const { LockTimeoutError, abortError } = require('./errors')
-const { now, show, sharedView, timeoutOf, asyncOptions, callbackOf, DISPOSE } = require('./options')
+const held = require('./held')
+const { now, show, sharedView, timeoutOf, asyncOptions, callbackOf } = require('./options')
 
 const { notify } = futex
 
@@ -99,16 +100,7 @@ function acquireAsync (ta, opts, what) {
   })
 }
 
-function releaser (ta) {
-  let released = false
-  const releasePermit = () => {
-    if (released) return
-    released = true
-    give(ta, 1)
-  }
-  releasePermit[DISPOSE] = releasePermit
-  return releasePermit
-}
+const giveOne = (ta) => give(ta, 1)
 
 class Semaphore {
   /**
@@ -167,7 +159,7 @@ class Semaphore {
       return Promise.reject(e)
     }
     const ta = this[VIEW]
-    return acquireAsync(ta, opts, 'Semaphore.acquireAsync').then(() => releaser(ta))
+    return acquireAsync(ta, opts, 'Semaphore.acquireAsync').then(() => held.releaser(giveOne, ta))
   }
 
   /** Runs fn() holding a permit; resolves with its result, always releasing. */
@@ -180,19 +172,7 @@ class Semaphore {
       return Promise.reject(e)
     }
     const ta = this[VIEW]
-    return acquireAsync(ta, opts, 'Semaphore.runExclusive').then(() => {
-      let result
-      try {
-        result = fn()
-      } catch (e) {
-        give(ta, 1)
-        throw e
-      }
-      return Promise.resolve(result).then(
-        (value) => { give(ta, 1); return value },
-        (e) => { give(ta, 1); throw e }
-      )
-    })
+    return acquireAsync(ta, opts, 'Semaphore.runExclusive').then(() => held.runHeld(fn, undefined, giveOne, ta))
   }
 }
 

@@ -66,11 +66,8 @@ const RUNTIMES = {
 const SUITE_SUBSET = ['smoke', 'threads', 'lifecycle', 'lock', 'lock-lifecycle']
 // Tests whose fixed times emulation cannot meet, skipped under qemu:
 // - lifecycle (e) starts 40 workers in a child process that the test kills
-//   after 20 s; under qemu it needs about 35 s (and passes);
-// - lock-lifecycle's poll-role test judges which waiters look at the owner
-//   while its first waiter waits out a 1.5 s timeout; under qemu queueing
-//   the eight waiters alone can take longer, leaving nothing to judge.
-const SUITE_SKIP_EMULATED = ['notify loop racing the termination', 'the poll role passes on when its holder times out']
+//   after 20 s; under qemu it needs about 35 s (and passes).
+const SUITE_SKIP_EMULATED = ['notify loop racing the termination']
 
 // The C library for musl Bun. Debian 12's musl (1.2.3) cannot run it: Bun
 // needs a musl-linked libstdc++, which Debian lacks, and the one to be had,

@@ -14,8 +14,8 @@ use napi_derive::napi;
 use parking_lot::Mutex;
 
 mod cell;
-mod poll;
-mod raw;
+pub mod lock;
+pub mod raw;
 mod resolver;
 
 use cell::Cell;
@@ -126,61 +126,6 @@ pub(crate) fn queued(owner: &resolver::Resolver, ticket: Ticket, at: Option<Inst
     ticket.seq as f64
 }
 
-/// `waitAsync` for a waiter of a lock whose word is `ta[roleIndex]` (its
-/// waiters also sleep on `ta[altIndex]`): if acquisition `id` of this thread
-/// holds the lock's poll role, or takes it now because nobody does, the
-/// waiter times out after `pollTimeout` ms, so that it looks at the owner;
-/// otherwise after `timeout` ms (often never). The role is claimed under the
-/// bucket lock of `ta[index]` (see src/poll.rs), and kept until `pollRelease`.
-#[napi(js_name = "waitAsyncPolling")]
-#[allow(clippy::too_many_arguments)]
-pub fn wait_async_polling(
-    env: Env,
-    ta: Unknown,
-    index: f64,
-    value: Unknown,
-    timeout: f64,
-    keep_alive: bool,
-    slot: u32,
-    role_index: f64,
-    alt_index: f64,
-    id: u32,
-    poll_timeout: f64,
-) -> Result<f64> {
-    let raw_env = env.raw();
-    let owner = this_resolver()?;
-    // SAFETY: handles of this call; memory is only read during this call.
-    let (cell, expected, role, alt) = unsafe {
-        let cell = Cell::resolve(raw_env, ta.raw(), index)?;
-        let role = Cell::resolve(raw_env, ta.raw(), role_index)?;
-        let alt = Cell::resolve(raw_env, ta.raw(), alt_index)?;
-        (cell, cell.expected(raw_env, value.raw())?, role.key(), alt.key())
-    };
-    let mut at = None;
-    let validate = || {
-        // SAFETY: the array argument keeps the buffer alive during the call.
-        if !unsafe { cell.holds(expected) } {
-            return None;
-        }
-        at = deadline(if poll::claim(role, alt, id) { poll_timeout.min(timeout) } else { timeout });
-        Some(Token::new(slot, keep_alive, at.is_some()).0)
-    };
-    let Some(ticket) = TABLE.wait_async_with(cell.key(), validate, owner.clone()) else {
-        return Ok(0.0);
-    };
-    Ok(queued(&owner, ticket, at))
-}
-
-/// Acquisition `id` of this thread is over: if it held the poll role of the
-/// lock whose word is `ta[index]`, the role goes to another waiter. Returns
-/// whether it held it.
-#[napi(js_name = "pollRelease")]
-pub fn poll_release(env: Env, ta: Unknown, index: f64, id: u32) -> Result<bool> {
-    // SAFETY: handles of this call; only the address is used afterwards.
-    let cell = unsafe { Cell::resolve(env.raw(), ta.raw(), index)? };
-    Ok(poll::release(cell.key(), id))
-}
-
 /// Takes a queued async waiter of this thread back out (abort): the one
 /// `waitAsync` queued on `ta[index]` with sequence number `seq`. True if it
 /// was still queued: it consumed no wake-up and no outcome will be delivered
@@ -202,8 +147,8 @@ pub fn cancel_async(env: Env, ta: Unknown, index: f64, seq: f64) -> Result<bool>
 
 /// Creates this thread's resolver (its one threadsafe function) around
 /// `deliver(list)`, called on this thread with each batch of outcomes,
-/// `slot << 1 | timedOut` each: a number for a batch of one, else a
-/// `Uint32Array`. Idempotent.
+/// `slot << 2 | outcome` each (see `resolver::outcome_code`): a number for a
+/// batch of one, else a `Uint32Array`. Idempotent.
 #[napi(js_name = "initAsync")]
 pub fn init_async(env: Env, deliver: Unknown) -> Result<()> {
     // SAFETY: handles of this call on this thread.
@@ -221,7 +166,23 @@ pub fn init_async(env: Env, deliver: Unknown) -> Result<()> {
 /// copy never saw), not with every thread that ever ran.
 static DEAD: Mutex<Vec<(u32, u32)>> = Mutex::new(Vec::new());
 
+/// Thread ids of the threads that loaded this copy of the addon and have not
+/// ended (sorted). A lock held by a thread not in here and not dead belongs
+/// to a thread of another copy: its unlock cannot wake our waiters.
+static LIVE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// Whether thread `id` loaded this copy of the addon and has not ended.
+pub(crate) fn is_live_here(id: u32) -> bool {
+    LIVE.lock().binary_search(&id).is_ok()
+}
+
 fn record_death(id: u32) {
+    {
+        let mut live = LIVE.lock();
+        if let Ok(i) = live.binary_search(&id) {
+            live.remove(i);
+        }
+    }
     let mut dead = DEAD.lock();
     // The first range that ends at or after `id`.
     let i = dead.partition_point(|&(_, end)| end < id);
@@ -242,14 +203,20 @@ fn record_death(id: u32) {
     }
 }
 
-fn is_dead(id: u32) -> bool {
+pub(crate) fn is_dead(id: u32) -> bool {
     let dead = DEAD.lock();
     let i = dead.partition_point(|&(_, end)| end <= id);
     i < dead.len() && dead[i].0 <= id
 }
 
+/// A thread's env is torn down: record its death, then hand every lock
+/// word that names it and has waiters to its oldest waiter (src/lock.rs):
+/// owner death is pushed, nobody has to poll for it. A locker that arrives
+/// later finds the death recorded and takes the lock over itself.
 unsafe extern "C" fn thread_ended(arg: *mut c_void) {
-    record_death(arg as usize as u32);
+    let id = arg as usize as u32;
+    record_death(id);
+    TABLE.thread_ended(id + 1);
 }
 
 thread_local! {
@@ -268,6 +235,10 @@ pub fn register_thread(env: Env, thread_id: u32) -> Result<()> {
         unsafe { sys::napi_add_env_cleanup_hook(env.raw(), Some(thread_ended), thread_id as usize as *mut c_void) };
     check(status, "napi_add_env_cleanup_hook")?;
     REGISTERED.set(true);
+    let mut live = LIVE.lock();
+    if let Err(i) = live.binary_search(&thread_id) {
+        live.insert(i, thread_id);
+    }
     Ok(())
 }
 
@@ -339,8 +310,6 @@ pub struct Diagnostics {
     pub timer_entries: u32,
     /// Ranges of ended threads in the thread registry.
     pub dead_thread_ranges: u32,
-    /// Locks whose poll role is held by an async waiter.
-    pub poll_roles: u32,
     /// The sum of the wait table's presence counts: addresses with a queue,
     /// plus waiters checking their value right now.
     pub presence: u32,
@@ -355,7 +324,6 @@ pub fn diagnostics() -> Diagnostics {
         resolvers: resolver::RESOLVERS.load(Relaxed) as u32,
         timer_entries: TIMER.pending() as u32,
         dead_thread_ranges: DEAD.lock().len() as u32,
-        poll_roles: poll::held() as u32,
         presence: TABLE.presence().iter().map(|c| c.load(Relaxed)).sum(),
     }
 }

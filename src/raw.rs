@@ -136,7 +136,7 @@ unsafe extern "C" fn raw_wait(env: sys::napi_env, info: sys::napi_callback_info)
         from_u32(
             env,
             match result {
-                WaitResult::Ok => OK,
+                WaitResult::Ok | WaitResult::Unparked(_) => OK,
                 WaitResult::NotEqual => NOT_EQUAL,
                 // The thread is stopping: nobody will see this result.
                 WaitResult::TimedOut | WaitResult::Interrupted => TIMED_OUT,

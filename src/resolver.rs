@@ -46,13 +46,14 @@ pub static UNDELIVERED: AtomicUsize = AtomicUsize::new(0);
 pub static RESOLVERS: AtomicUsize = AtomicUsize::new(0);
 
 /// What the table knows an async waiter by: its slot in the JS thread's
-/// table of promises (`lib/futex.js`), and two flags.
+/// table of promises (`lib/futex.js`), and three flags.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Token(pub u64);
 
 impl Token {
     const KEEP_ALIVE: u64 = 1;
     const TIMED: u64 = 2;
+    const SLICED: u64 = 1 << 63;
 
     pub fn new(slot: u32, keep_alive: bool, timed: bool) -> Token {
         Token(
@@ -69,6 +70,14 @@ impl Token {
     /// The waiter has an entry in the timer.
     pub fn timed(self) -> bool {
         self.0 & Self::TIMED != 0
+    }
+    /// The same waiter, whose timer entry is a lock's safety slice rather
+    /// than its deadline: when it fires, the waiter looks again ('ok').
+    pub fn sliced(self) -> Token {
+        Token(self.0 | Self::SLICED)
+    }
+    pub fn is_sliced(self) -> bool {
+        self.0 & Self::SLICED != 0
     }
 }
 
@@ -142,16 +151,14 @@ impl Inner {
 unsafe impl Send for Inner {}
 
 /// A wake-up that reached a thread which can no longer act on it goes to the
-/// next waiter of its address: the notify that counted it still wakes someone.
-/// An early end (the hand-over of a lock's poll role) goes on the same way.
+/// next waiter of its address: the notify that counted it still wakes someone,
+/// and a protocol's token (a lock handed over) is passed on by the protocol.
 fn pass_on(key: Key, outcome: AsyncOutcome) {
     match outcome {
         AsyncOutcome::Ok => {
             TABLE.notify(key, 1);
         }
-        AsyncOutcome::Expired => {
-            TABLE.expire_first(key);
-        }
+        AsyncOutcome::Unparked(token, protocol) => protocol.lost(&TABLE, key, token),
         AsyncOutcome::TimedOut => {}
     }
 }
@@ -248,8 +255,8 @@ pub fn current() -> Option<Arc<Resolver>> {
 }
 
 /// Creates this thread's resolver; `deliver(list)` is called on this thread
-/// with each batch of outcomes, `slot << 1 | timedOut` each: a number for a
-/// batch of one, else a `Uint32Array`.
+/// with each batch of outcomes, `slot << 2 | outcome_code` each: a number
+/// for a batch of one, else a `Uint32Array`.
 ///
 /// # Safety
 /// `env` and `deliver` must be live handles of the current N-API call on this thread.
@@ -314,6 +321,21 @@ pub unsafe fn init(env: sys::napi_env, deliver: sys::napi_value) -> Result<()> {
     Ok(())
 }
 
+/// An outcome as `lib/futex.js` receives it: 0 'ok', 1 'timed-out', and
+/// for a lock's waiter 2 'handoff' and 3 'owner-died' (the lock is held). A
+/// lock waiter's safety slice that ran out is an 'ok': look again.
+fn outcome_code(token: Token, outcome: AsyncOutcome) -> u32 {
+    match outcome {
+        AsyncOutcome::Ok => 0,
+        AsyncOutcome::TimedOut => u32::from(!token.is_sliced()),
+        AsyncOutcome::Unparked(token, _) => match futex_core::lock::kind(token) {
+            futex_core::lock::TOKEN_HANDOFF => 2,
+            futex_core::lock::TOKEN_OWNER_DIED => 3,
+            _ => 0,
+        },
+    }
+}
+
 /// Runs on the owning JS thread: hands the whole batch to `deliver`.
 unsafe extern "C" fn call_js(env: sys::napi_env, deliver: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
     // A null env means Node is draining the queue of a closing function. It
@@ -337,9 +359,7 @@ unsafe extern "C" fn call_js(env: sys::napi_env, deliver: sys::napi_value, conte
     if batch.is_empty() {
         return;
     }
-    let entry = |&(_, token, outcome): &(Key, Token, AsyncOutcome)| {
-        (token.slot() << 1) | u32::from(outcome != AsyncOutcome::Ok)
-    };
+    let entry = |&(_, token, outcome): &(Key, Token, AsyncOutcome)| (token.slot() << 2) | outcome_code(token, outcome);
     // SAFETY: env is this thread's live env during the callback; `data` is
     // the array buffer's memory of `batch.len()` u32s, written before the
     // buffer is handed to JS. Handles live in the callback's scope.
@@ -401,8 +421,6 @@ unsafe extern "C" fn cleanup(arg: *mut c_void) {
     let mut timed = 0;
     TABLE.remove_owner(&owner, |token| timed += usize::from(Token(token).timed()));
     TIMER.forget(timed);
-    // ...the locks whose owner its waiters were watching get another watcher...
-    crate::poll::thread_ended(resolver.js_thread);
     // ...wake-ups this thread took but will never see go on to the next
     // waiter, as do later ones (from notifiers that saw it alive)...
     let batch = {

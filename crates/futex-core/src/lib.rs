@@ -21,13 +21,21 @@
 //!
 //! # Layout
 //!
-//! * [`table`]: the hashed buckets and the four operations.
+//! * [`table`]: the hashed buckets and their operations, including
+//!   parking_lot's `park` / `unpark_one` with callbacks run under the bucket
+//!   lock, for protocols built on the table.
+//! * [`lock`]: the robust mutex word built that way.
 //! * [`timer`]: one background thread that fires async deadlines.
 //! * `sync`: a `std` / `loom` shim so model tests run the same code.
 
+pub mod lock;
 mod sync;
 pub mod table;
 pub mod timer;
 
-pub use table::{presence_slot, AsyncOutcome, Key, Owner, Ticket, WaitResult, WaitTable, PRESENCE_SLOTS};
+pub use lock::RawLock;
+pub use table::{
+    presence_slot, AsyncOutcome, Key, Owner, Park, ParkToken, Protocol, Ticket, UnparkResult, UnparkToken, WaitResult,
+    WaitTable, PRESENCE_SLOTS, TOKEN_NORMAL,
+};
 pub use timer::Timer;

@@ -4,7 +4,7 @@
 
 #[cfg(loom)]
 mod imp {
-    pub use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+    pub use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
     pub use loom::thread::{current, park, Thread};
 
     /// `loom`'s mutex behind the `parking_lot` interface (no poisoning).
@@ -28,7 +28,7 @@ mod imp {
 #[cfg(not(loom))]
 mod imp {
     pub use parking_lot::Mutex;
-    pub use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+    pub use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
     pub use std::thread::{current, park_timeout, Thread};
 }
 

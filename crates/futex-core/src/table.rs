@@ -39,7 +39,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use crate::sync::{current, fence, park_timeout, Arc, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering, Thread};
+use crate::sync::{current, fence, park_timeout, Arc, AtomicU32, AtomicU64, Mutex, Ordering, Thread};
 // A diagnostic counter, not part of the protocol: `std`'s even under loom, so
 // that models do not explore its interleavings.
 use std::sync::atomic::AtomicUsize;
@@ -49,11 +49,79 @@ use std::sync::atomic::AtomicUsize;
 /// address alone identifies the location across threads.
 pub type Key = usize;
 
+/// A parked waiter's word for whoever unparks it (parking_lot's `ParkToken`):
+/// a lock's waiter parks with its thread's owner id, for instance.
+pub type ParkToken = u64;
+
+/// What an unparker hands the waiter it wakes (parking_lot's `UnparkToken`).
+/// [`TOKEN_NORMAL`] is a plain wake-up; the other values are the
+/// [`Protocol`]'s own (a lock hands itself over with one).
+pub type UnparkToken = u32;
+
+/// A plain wake-up: the waiter looks again.
+pub const TOKEN_NORMAL: UnparkToken = 0;
+
+/// What a parked waiter carries besides itself: the [`Protocol`] whose
+/// hooks run when it leaves without being unparked or loses an unpark
+/// token, its [`ParkToken`], and since when its caller has been waiting (for
+/// fairness decisions: a waiter that re-parks keeps its first `since`).
+#[derive(Clone, Copy)]
+pub struct Park {
+    pub protocol: &'static dyn Protocol,
+    pub token: ParkToken,
+    pub since: Instant,
+}
+
+/// The hooks of a protocol built on the table (a lock word, say): decisions
+/// that need the queue's state, made where that state is known.
+///
+/// Memory: each hook is called while the waiter it concerns still pins the
+/// memory at `key` (a blocking waiter is inside the call that received the
+/// buffer; an async waiter's thread keeps its typed array until the outcome
+/// is delivered, and its teardown removes its waiters first), so a hook may
+/// access the word at `key`.
+pub trait Protocol: Sync {
+    /// Under `key`'s bucket lock: a waiter with park token `token` left the
+    /// queue without being unparked (timed out, cancelled, its thread
+    /// stopped). `was_last`: nobody is queued on `key` any more
+    /// (parking_lot's `timed_out(key, was_last)`).
+    fn left(&self, key: Key, token: ParkToken, was_last: bool);
+
+    /// Not under any lock: a waiter unparked with `token` cannot act on it,
+    /// because its thread is stopping. Pass it on (tokio's `Notified` drop),
+    /// so that no wake-up or handoff is lost with the thread.
+    fn lost(&self, table: &WaitTable, key: Key, token: UnparkToken);
+
+    /// Under `key`'s bucket lock, from [`WaitTable::thread_ended`]: the thread
+    /// `ended` is gone, and the oldest live waiter of `key` has park token
+    /// `head` (`have_more`: others are queued behind it). Return a token to
+    /// unpark that waiter with it, or `None` to leave the queue alone.
+    fn thread_ended(&self, key: Key, head: ParkToken, have_more: bool, ended: u32) -> Option<UnparkToken> {
+        let _ = (key, head, have_more, ended);
+        None
+    }
+}
+
+/// What [`WaitTable::unpark_one`]'s callback learns, under the bucket lock
+/// (parking_lot's `UnparkResult`).
+#[derive(Clone, Copy, Debug)]
+pub struct UnparkResult {
+    /// The waiter being woken, if any: its park token and since when its
+    /// caller has been waiting (`None` for a plain waiter, which has no
+    /// [`Park`]).
+    pub unparked: Option<(ParkToken, Option<Instant>)>,
+    /// Whether waiters are still queued on the key after this one left.
+    pub have_more: bool,
+}
+
 /// What a blocking [`WaitTable::wait`] ended with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitResult {
     /// Woken by [`WaitTable::notify`].
     Ok,
+    /// Woken by [`WaitTable::unpark_one`] or [`WaitTable::thread_ended`],
+    /// with the unparker's token (only waiters queued with a [`Park`]).
+    Unparked(UnparkToken),
     /// `validate` returned false: the value was not the expected one; nothing was queued.
     NotEqual,
     /// The deadline passed before a notify reached this waiter.
@@ -64,13 +132,37 @@ pub enum WaitResult {
 }
 
 /// The outcome delivered to an async waiter's [`Owner`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub enum AsyncOutcome {
     Ok,
+    /// Unparked with this token by a waiter's [`Protocol`] (only waiters
+    /// queued with a [`Park`]); an owner that cannot deliver it passes it on
+    /// with [`Protocol::lost`].
+    Unparked(UnparkToken, &'static dyn Protocol),
     TimedOut,
-    /// Ended early by [`WaitTable::expire_first`]: for the waiter, a timeout
-    /// that came sooner. It consumed no wake-up.
-    Expired,
+}
+
+impl PartialEq for AsyncOutcome {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (AsyncOutcome::Unparked(a, p), AsyncOutcome::Unparked(b, q)) => {
+                a == b && std::ptr::addr_eq(*p as *const dyn Protocol, *q as *const dyn Protocol)
+            }
+            (AsyncOutcome::Ok, AsyncOutcome::Ok) | (AsyncOutcome::TimedOut, AsyncOutcome::TimedOut) => true,
+            _ => false,
+        }
+    }
+}
+impl Eq for AsyncOutcome {}
+
+impl std::fmt::Debug for AsyncOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AsyncOutcome::Ok => f.write_str("Ok"),
+            AsyncOutcome::Unparked(token, _) => write!(f, "Unparked({token})"),
+            AsyncOutcome::TimedOut => f.write_str("TimedOut"),
+        }
+    }
 }
 
 /// The thread (or event loop) that async waiters belong to.
@@ -87,8 +179,7 @@ pub trait Owner: Send + Sync {
     /// any more (its thread is going away) passes the wake-up on with
     /// [`WaitTable::notify`]`(key, 1)`, so that the notify that counted it
     /// still wakes someone; one that cannot deliver an
-    /// [`AsyncOutcome::Expired`] passes it on with
-    /// [`WaitTable::expire_first`]`(key)`.
+    /// [`AsyncOutcome::Unparked`] passes it on with [`Protocol::lost`].
     fn complete(&self, key: Key, token: u64, outcome: AsyncOutcome);
 }
 
@@ -104,15 +195,73 @@ pub struct Ticket {
 
 /// A blocking waiter: the parked thread and the flag its waker sets.
 struct SyncWaiter {
-    /// Set (under the bucket lock) by the notify that removed this waiter.
-    notified: AtomicBool,
+    /// 0 while queued; set (under the bucket lock) by the notify or unpark
+    /// that removed this waiter to `WOKEN | token`.
+    notified: AtomicU64,
     thread: Thread,
+    park: Option<Park>,
 }
+
+/// The flag bit of [`SyncWaiter::notified`]; the low 32 bits hold the token.
+const WOKEN: u64 = 1 << 32;
 
 enum Waiter {
     Sync(Arc<SyncWaiter>),
-    /// An async waiter: its owner and the owner's name for it.
-    Async(Arc<dyn Owner>, u64),
+    /// An async waiter: its owner, the owner's name for it, and its
+    /// [`Park`] if it has one (boxed: plain waiters pay one word for it).
+    Async(Arc<dyn Owner>, u64, Option<Box<Park>>),
+}
+
+impl Waiter {
+    fn park(&self) -> Option<&Park> {
+        match self {
+            Waiter::Sync(w) => w.park.as_ref(),
+            Waiter::Async(_, _, park) => park.as_deref(),
+        }
+    }
+    /// Whether someone will act on a wake-up of this waiter (async waiters
+    /// of a thread that is being torn down will not).
+    fn is_live(&self) -> bool {
+        match self {
+            Waiter::Sync(_) => true,
+            Waiter::Async(owner, ..) => owner.is_alive(),
+        }
+    }
+}
+
+/// A waiter taken out of its queue, to be woken once the bucket lock is released.
+enum Woken {
+    Sync(Arc<SyncWaiter>),
+    Async(Arc<dyn Owner>, u64, AsyncOutcome),
+}
+
+impl Woken {
+    fn deliver(self, key: Key) {
+        match self {
+            Woken::Sync(w) => w.thread.unpark(),
+            Woken::Async(owner, token, outcome) => owner.complete(key, token, outcome),
+        }
+    }
+}
+
+/// Marks `waiter`, just removed from its queue under the bucket lock, as
+/// woken with `token`: sets a blocking waiter's flag, and chooses an async
+/// waiter's outcome.
+fn wake(waiter: Waiter, token: UnparkToken) -> Woken {
+    match waiter {
+        Waiter::Sync(w) => {
+            // Release pairs with the Acquire loads in `wait`.
+            w.notified.store(WOKEN | token as u64, Ordering::Release);
+            Woken::Sync(w)
+        }
+        Waiter::Async(owner, t, park) => {
+            let outcome = match park {
+                Some(park) => AsyncOutcome::Unparked(token, park.protocol),
+                None => AsyncOutcome::Ok,
+            };
+            Woken::Async(owner, t, outcome)
+        }
+    }
 }
 
 struct Queue {
@@ -234,18 +383,19 @@ impl WaitTable {
     /// queue), or we are queued before `notify` looks at the queue.
     fn enqueue(&self, key: Key, validate: impl FnOnce() -> bool, waiter: Waiter) -> Option<u64> {
         let mut waiter = Some(waiter);
-        self.enqueue_with(key, || if validate() { waiter.take() } else { None })
+        self.enqueue_with(key, |_| if validate() { waiter.take() } else { None })
     }
 
     /// [`enqueue`](Self::enqueue) with the waiter made by `make` under the
-    /// bucket lock (`None`: nothing is queued).
-    fn enqueue_with(&self, key: Key, make: impl FnOnce() -> Option<Waiter>) -> Option<u64> {
+    /// bucket lock (`None`: nothing is queued). `make` learns whether other
+    /// waiters are queued on `key`.
+    fn enqueue_with(&self, key: Key, make: impl FnOnce(bool) -> Option<Waiter>) -> Option<u64> {
         // Present before the value is compared (see the module docs).
         let presence = &self.presence[presence_slot(key)];
         presence.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         let mut queues = self.bucket(key).queues.lock();
-        let Some(waiter) = make() else {
+        let Some(waiter) = make(position(&queues, key).is_some()) else {
             presence.fetch_sub(1, Ordering::SeqCst);
             return None;
         };
@@ -277,6 +427,18 @@ impl WaitTable {
         self.presence[presence_slot(q.key)].fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// Drops every empty queue of a bucket (see [`drop_queue`](Self::drop_queue)).
+    fn drop_empty_queues(&self, queues: &mut Vec<Queue>) {
+        let mut i = 0;
+        while i < queues.len() {
+            if queues[i].waiters.is_empty() {
+                self.drop_queue(queues, i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
     /// Whether `key` may have waiters: false only if no address of its
     /// presence slot has a queue and no waiter is checking its value. The
     /// caller changed the value it notifies about before asking; the fence
@@ -299,14 +461,18 @@ impl WaitTable {
     fn remove(&self, key: Key, seq: u64) -> Option<Waiter> {
         let mut queues = self.bucket(key).queues.lock();
         let i = position(&queues, key)?;
-        let waiter = queues[i].waiters.remove(&seq);
-        if queues[i].waiters.is_empty() {
+        let waiter = queues[i].waiters.remove(&seq)?;
+        let was_last = queues[i].waiters.is_empty();
+        if was_last {
             self.drop_queue(&mut queues, i);
         }
-        if matches!(waiter, Some(Waiter::Async(..))) {
+        if matches!(waiter, Waiter::Async(..)) {
             self.queued_async.fetch_sub(1, Ordering::Relaxed);
         }
-        waiter
+        if let Some(park) = waiter.park() {
+            park.protocol.left(key, park.token, was_last);
+        }
+        Some(waiter)
     }
 
     /// Blocks the calling thread on `key` until notified, the deadline passes,
@@ -327,69 +493,118 @@ impl WaitTable {
         validate: impl FnOnce() -> bool,
         deadline: Option<Instant>,
         slice: std::time::Duration,
+        interrupted: impl FnMut() -> bool,
+    ) -> WaitResult {
+        let mut waiter = None;
+        self.wait_parked(key, |_| validate(), &mut waiter, || deadline, slice, interrupted)
+    }
+
+    /// [`wait`](Self::wait) for a waiter of a [`Protocol`] (parking_lot's
+    /// `park`): the waiter carries `park`, an unpark wakes it with
+    /// [`WaitResult::Unparked`], and the protocol's hooks run when it leaves
+    /// without being unparked (timeout, its thread stopping:
+    /// [`Protocol::left`]) or cannot use a token it was given
+    /// ([`Protocol::lost`]). `validate` learns whether other waiters are
+    /// queued on `key`; `deadline` is asked once the waiter is queued, so it
+    /// may depend on what `validate` found.
+    pub fn park(
+        &self,
+        key: Key,
+        validate: impl FnOnce(bool) -> bool,
+        park: Park,
+        deadline: impl FnOnce() -> Option<Instant>,
+        slice: std::time::Duration,
+        interrupted: impl FnMut() -> bool,
+    ) -> WaitResult {
+        let mut park = Some(park);
+        self.wait_parked(key, validate, &mut park, deadline, slice, interrupted)
+    }
+
+    fn wait_parked(
+        &self,
+        key: Key,
+        validate: impl FnOnce(bool) -> bool,
+        park: &mut Option<Park>,
+        deadline: impl FnOnce() -> Option<Instant>,
+        slice: std::time::Duration,
         mut interrupted: impl FnMut() -> bool,
     ) -> WaitResult {
-        let me = Arc::new(SyncWaiter { notified: AtomicBool::new(false), thread: current() });
-        let Some(seq) = self.enqueue(key, validate, Waiter::Sync(me.clone())) else {
+        let me = Arc::new(SyncWaiter { notified: AtomicU64::new(0), thread: current(), park: park.take() });
+        let mut waiter = Some(Waiter::Sync(me.clone()));
+        let Some(seq) = self.enqueue_with(key, |queued| if validate(queued) { waiter.take() } else { None }) else {
             return WaitResult::NotEqual;
         };
+        let deadline = deadline();
+        // Acquire pairs with the Release store in `wake`: whatever the
+        // notifier wrote before notifying is visible once we see the flag.
+        let woken = || me.notified.load(Ordering::Acquire) != 0;
         // The other side of a ping-pong usually answers within microseconds:
         // check briefly before paying for a futex sleep and wake-up.
-        if spin_until(|| me.notified.load(Ordering::Acquire)) {
-            return self.woken(key, &mut interrupted);
+        if spin_until(woken) {
+            return self.woken(key, &me, &mut interrupted);
         }
         loop {
-            // Acquire pairs with the Release store in `notify`: whatever the
-            // notifier wrote before notifying is visible once we see the flag.
-            if me.notified.load(Ordering::Acquire) {
-                return self.woken(key, &mut interrupted);
+            if woken() {
+                return self.woken(key, &me, &mut interrupted);
             }
             let mut nap = slice;
             if let Some(deadline) = deadline {
                 let now = Instant::now();
                 if now >= deadline {
-                    return self.leave(key, seq, WaitResult::TimedOut);
+                    return match self.remove(key, seq) {
+                        Some(_) => WaitResult::TimedOut,
+                        // Not queued any more: a notify removed us and set
+                        // `notified` under the same bucket lock we just
+                        // took, so the wake-up is ours.
+                        None => Self::result(&me),
+                    };
                 }
                 nap = nap.min(deadline - now);
             }
             park_timeout(nap);
-            if !me.notified.load(Ordering::Acquire) && interrupted() {
+            if !woken() && interrupted() {
                 return match self.remove(key, seq) {
                     Some(_) => WaitResult::Interrupted,
                     // A notify removed us (and counted us) under the lock we
                     // just took: the wake-up is ours, and we cannot use it.
-                    None => self.pass_on(key),
+                    None => self.pass_on(key, &me),
                 };
             }
+        }
+    }
+
+    /// What a woken blocking waiter returns.
+    fn result(me: &SyncWaiter) -> WaitResult {
+        match me.park {
+            Some(_) => WaitResult::Unparked(me.notified.load(Ordering::Acquire) as UnparkToken),
+            None => WaitResult::Ok,
         }
     }
 
     /// A blocking waiter was notified. If its thread is being stopped it
     /// returns to no JavaScript, and a wake-up it kept would be counted by
     /// its notifier and seen by nobody: it goes to the next waiter instead.
-    fn woken(&self, key: Key, interrupted: &mut impl FnMut() -> bool) -> WaitResult {
+    fn woken(&self, key: Key, me: &SyncWaiter, interrupted: &mut impl FnMut() -> bool) -> WaitResult {
         if interrupted() {
-            self.pass_on(key)
+            self.pass_on(key, me)
         } else {
-            WaitResult::Ok
+            Self::result(me)
         }
     }
 
-    /// Hands a wake-up this (stopping) thread consumed to the next waiter of `key`.
-    fn pass_on(&self, key: Key) -> WaitResult {
-        self.notify(key, 1);
+    /// Hands a wake-up this (stopping) thread consumed to the next waiter of
+    /// `key`, or, for a protocol's waiter, lets the protocol pass its token on.
+    fn pass_on(&self, key: Key, me: &SyncWaiter) -> WaitResult {
+        match &me.park {
+            Some(park) => {
+                let token = me.notified.load(Ordering::Acquire) as UnparkToken;
+                park.protocol.lost(self, key, token);
+            }
+            None => {
+                self.notify(key, 1);
+            }
+        }
         WaitResult::Interrupted
-    }
-
-    /// A blocking waiter gives up (`why`): it leaves the queue, unless a
-    /// notify already removed it, in which case that wake-up is its outcome.
-    fn leave(&self, key: Key, seq: u64, why: WaitResult) -> WaitResult {
-        match self.remove(key, seq) {
-            Some(_) => why,
-            // Not queued any more: a notify removed us and set `notified`
-            // under the same bucket lock we just took, so the wake-up is ours.
-            None => WaitResult::Ok,
-        }
     }
 
     /// Queues an async waiter of `owner` on `key` if `validate()` holds
@@ -405,68 +620,28 @@ impl WaitTable {
         owner: Arc<dyn Owner>,
         token: u64,
     ) -> Option<Ticket> {
-        self.enqueue(key, validate, Waiter::Async(owner, token)).map(|seq| Ticket { key, seq, token })
+        self.enqueue(key, validate, Waiter::Async(owner, token, None)).map(|seq| Ticket { key, seq, token })
     }
 
-    /// [`wait_async`](Self::wait_async) where `validate` also chooses the
-    /// token: it runs under the bucket lock and returns `None` for 'not
-    /// equal', or the token to queue the waiter with. Whatever `validate`
-    /// decides is therefore atomic with respect to every other operation on
-    /// `key` (for instance an [`expire_first`](Self::expire_first) that must
-    /// either see this waiter or happen before `validate` runs).
-    pub fn wait_async_with(
+    /// [`wait_async`](Self::wait_async) for a waiter of a [`Protocol`] (see
+    /// [`park`](Self::park)): an unpark delivers
+    /// [`AsyncOutcome::Unparked`], and [`Protocol::left`] runs when it leaves
+    /// without one (timeout, cancel, its owner's teardown).
+    /// `validate` learns whether other waiters are queued on `key`, and
+    /// chooses the owner's token for the waiter (`None`: nothing is queued).
+    pub fn park_async(
         &self,
         key: Key,
-        validate: impl FnOnce() -> Option<u64>,
+        validate: impl FnOnce(bool) -> Option<u64>,
+        park: Park,
         owner: Arc<dyn Owner>,
     ) -> Option<Ticket> {
         let mut token = 0;
-        let seq = self.enqueue_with(key, || {
-            token = validate()?;
-            Some(Waiter::Async(owner, token))
+        let seq = self.enqueue_with(key, |queued| {
+            token = validate(queued)?;
+            Some(Waiter::Async(owner, token, Some(Box::new(park))))
         })?;
         Some(Ticket { key, seq, token })
-    }
-
-    /// Ends the oldest async waiter of `key` whose owner is alive early, with
-    /// [`AsyncOutcome::Expired`] (blocking waiters are skipped; async waiters
-    /// of dead owners are dropped on the way, as `notify` does). Consumes no
-    /// wake-up: the waiter just looks again sooner. Returns whether one was
-    /// found.
-    pub fn expire_first(&self, key: Key) -> bool {
-        let found = {
-            let mut queues = self.bucket(key).queues.lock();
-            let Some(i) = position(&queues, key) else {
-                return false;
-            };
-            let waiters = &mut queues[i].waiters;
-            let mut found = None;
-            let mut dead = Vec::new();
-            for (&seq, waiter) in waiters.iter() {
-                if let Waiter::Async(owner, token) = waiter {
-                    if owner.is_alive() {
-                        found = Some((seq, owner.clone(), *token));
-                        break;
-                    }
-                    dead.push(seq);
-                }
-            }
-            for seq in dead.iter().chain(found.as_ref().map(|(seq, ..)| seq)) {
-                waiters.remove(seq);
-                self.queued_async.fetch_sub(1, Ordering::Relaxed);
-            }
-            if waiters.is_empty() {
-                self.drop_queue(&mut queues, i);
-            }
-            found
-        };
-        match found {
-            Some((_, owner, token)) => {
-                owner.complete(key, token, AsyncOutcome::Expired);
-                true
-            }
-            None => false,
-        }
     }
 
     /// Times out an async waiter: if it is still queued it is removed and its
@@ -474,7 +649,7 @@ impl WaitTable {
     /// (false: a notify, cancel or teardown got there first).
     pub fn timeout(&self, ticket: Ticket) -> bool {
         match self.remove(ticket.key, ticket.seq) {
-            Some(Waiter::Async(owner, token)) => {
+            Some(Waiter::Async(owner, token, _)) => {
                 owner.complete(ticket.key, token, AsyncOutcome::TimedOut);
                 true
             }
@@ -494,7 +669,7 @@ impl WaitTable {
     /// longer queued (its outcome is decided elsewhere).
     pub fn take(&self, key: Key, seq: u64) -> Option<u64> {
         match self.remove(key, seq)? {
-            Waiter::Async(_, token) => Some(token),
+            Waiter::Async(_, token, _) => Some(token),
             Waiter::Sync(_) => unreachable!("tickets are only handed out for async waiters"),
         }
     }
@@ -503,9 +678,7 @@ impl WaitTable {
     /// many were woken. Async waiters whose owner is no longer alive are
     /// dropped on the way and not counted.
     pub fn notify(&self, key: Key, count: usize) -> usize {
-        let mut sync_woken: Vec<Arc<SyncWaiter>> = Vec::new();
-        let mut async_woken: Vec<(Arc<dyn Owner>, u64)> = Vec::new();
-        let mut woken = 0;
+        let mut woken: Vec<Woken> = Vec::new();
         if count == 0 || !self.may_have_waiters(key) {
             return 0;
         }
@@ -515,36 +688,149 @@ impl WaitTable {
                 return 0;
             };
             let waiters = &mut queues[i].waiters;
-            while woken < count {
-                let Some((_, waiter)) = waiters.pop_first() else { break };
-                match waiter {
-                    Waiter::Sync(w) => {
-                        // Release pairs with the Acquire load in `wait`.
-                        w.notified.store(true, Ordering::Release);
-                        sync_woken.push(w);
-                        woken += 1;
-                    }
-                    Waiter::Async(owner, token) => {
-                        self.queued_async.fetch_sub(1, Ordering::Relaxed);
-                        if owner.is_alive() {
-                            async_woken.push((owner, token));
-                            woken += 1;
-                        }
-                    }
-                }
+            while woken.len() < count {
+                let Some(waiter) = self.pop_live(key, waiters) else { break };
+                woken.push(wake(waiter, TOKEN_NORMAL));
             }
             if waiters.is_empty() {
                 self.drop_queue(&mut queues, i);
             }
         }
         // Deliver after releasing the lock.
-        for w in &sync_woken {
-            w.thread.unpark();
+        let n = woken.len();
+        for w in woken {
+            w.deliver(key);
         }
-        for (owner, token) in async_woken {
-            owner.complete(key, token, AsyncOutcome::Ok);
+        n
+    }
+
+    /// Under the bucket lock: removes and returns the oldest waiter of `key`
+    /// that will act on a wake-up. Async waiters of a thread that is being
+    /// torn down are dropped on the way (their owner removes the rest).
+    fn pop_live(&self, key: Key, waiters: &mut BTreeMap<u64, Waiter>) -> Option<Waiter> {
+        while let Some((_, waiter)) = waiters.pop_first() {
+            if matches!(waiter, Waiter::Async(..)) {
+                self.queued_async.fetch_sub(1, Ordering::Relaxed);
+            }
+            if waiter.is_live() {
+                return Some(waiter);
+            }
+            if let Some(park) = waiter.park() {
+                park.protocol.left(key, park.token, waiters.is_empty());
+            }
         }
-        woken
+        None
+    }
+
+    /// Wakes the oldest waiter of `key` (parking_lot's `unpark_one`).
+    /// `callback` runs under the bucket lock, before anything else can change
+    /// the queue: it learns whether there is a waiter to wake and whether more
+    /// remain behind it, and returns the token the woken waiter receives. So
+    /// a protocol can hand its state to the woken waiter and clear its
+    /// "waiters" bit atomically with the wake-up. The callback runs even when
+    /// nobody is queued. Returns what the callback was told.
+    pub fn unpark_one(&self, key: Key, callback: impl FnOnce(UnparkResult) -> UnparkToken) -> UnparkResult {
+        self.unpark_one_if(key, |r| Some(callback(r))).0
+    }
+
+    /// [`unpark_one`](Self::unpark_one) where the callback may also decline
+    /// (`None`): the waiter then stays queued where it was. Returns what the
+    /// callback was told, and whether a waiter was woken.
+    pub fn unpark_one_if(
+        &self,
+        key: Key,
+        callback: impl FnOnce(UnparkResult) -> Option<UnparkToken>,
+    ) -> (UnparkResult, bool) {
+        let (result, woken) = {
+            let mut queues = self.bucket(key).queues.lock();
+            let Some(i) = position(&queues, key) else {
+                let result = UnparkResult { unparked: None, have_more: false };
+                callback(result);
+                return (result, false);
+            };
+            let waiters = &mut queues[i].waiters;
+            // Drop the async waiters of threads being torn down that are
+            // ahead of the first live one.
+            while waiters.first_key_value().is_some_and(|(_, w)| !w.is_live()) {
+                self.pop_live_or_drop_first(key, waiters);
+            }
+            let head = waiters.first_key_value().map(|(&seq, w)| match w.park() {
+                Some(park) => (seq, park.token, Some(park.since)),
+                None => (seq, 0, None),
+            });
+            let unparked = head.map(|(_, token, since)| (token, since));
+            let result = UnparkResult { unparked, have_more: waiters.len() > 1 };
+            let woken = match (head, callback(result)) {
+                (Some((seq, ..)), Some(token)) => {
+                    // Exactly the waiter the callback was told about, even if
+                    // its thread began its teardown meanwhile (liveness is
+                    // not guarded by this lock): its owner then passes the
+                    // token on (`Protocol::lost`).
+                    let waiter = waiters.remove(&seq).expect("queued under this lock");
+                    if matches!(waiter, Waiter::Async(..)) {
+                        self.queued_async.fetch_sub(1, Ordering::Relaxed);
+                    }
+                    Some(wake(waiter, token))
+                }
+                _ => None,
+            };
+            if waiters.is_empty() {
+                self.drop_queue(&mut queues, i);
+            }
+            (result, woken)
+        };
+        let some = woken.is_some();
+        if let Some(w) = woken {
+            w.deliver(key);
+        }
+        (result, some)
+    }
+
+    /// Under the bucket lock: drops the first waiter if it will not act on a
+    /// wake-up (see [`pop_live`](Self::pop_live)).
+    fn pop_live_or_drop_first(&self, key: Key, waiters: &mut BTreeMap<u64, Waiter>) {
+        if let Some((_, waiter)) = waiters.pop_first() {
+            if matches!(waiter, Waiter::Async(..)) {
+                self.queued_async.fetch_sub(1, Ordering::Relaxed);
+            }
+            if let Some(park) = waiter.park() {
+                park.protocol.left(key, park.token, waiters.is_empty());
+            }
+        }
+    }
+
+    /// The thread `ended` (a protocol's own id for it) is gone: for every
+    /// queue whose oldest live waiter belongs to a [`Protocol`], under that
+    /// queue's bucket lock, the protocol's [`Protocol::thread_ended`] decides
+    /// whether to unpark that waiter, and with which token (a lock whose word
+    /// names the ended thread hands itself to its oldest waiter). Returns how
+    /// many waiters were unparked.
+    pub fn thread_ended(&self, ended: u32) -> usize {
+        let mut count = 0;
+        for bucket in self.buckets.iter() {
+            let mut woken = Vec::new();
+            {
+                let mut queues = bucket.queues.lock();
+                for q in queues.iter_mut() {
+                    let Some((&seq, head)) = q.waiters.iter().find(|(_, w)| w.is_live()) else { continue };
+                    let Some(park) = head.park().copied() else { continue };
+                    let have_more = q.waiters.len() > 1;
+                    if let Some(token) = park.protocol.thread_ended(q.key, park.token, have_more, ended) {
+                        let waiter = q.waiters.remove(&seq).expect("found under the same lock");
+                        if matches!(waiter, Waiter::Async(..)) {
+                            self.queued_async.fetch_sub(1, Ordering::Relaxed);
+                        }
+                        woken.push((q.key, wake(waiter, token)));
+                    }
+                }
+                self.drop_empty_queues(&mut queues);
+            }
+            count += woken.len();
+            for (key, w) in woken {
+                w.deliver(key);
+            }
+        }
+        count
     }
 
     /// Removes every async waiter that belongs to `owner` (a thread being torn
@@ -554,26 +840,25 @@ impl WaitTable {
         let target = Arc::as_ptr(owner) as *const ();
         let mut count = 0;
         let mut tokens = Vec::new();
+        let mut parks = Vec::new();
         for bucket in self.buckets.iter() {
             {
                 let mut queues = bucket.queues.lock();
                 for q in queues.iter_mut() {
                     q.waiters.retain(|_, w| match w {
-                        Waiter::Async(o, token) if Arc::as_ptr(o) as *const () == target => {
+                        Waiter::Async(o, token, park) if Arc::as_ptr(o) as *const () == target => {
                             tokens.push(*token);
+                            parks.extend(park.as_deref().copied());
                             false
                         }
                         _ => true,
                     });
-                }
-                let mut i = 0;
-                while i < queues.len() {
-                    if queues[i].waiters.is_empty() {
-                        self.drop_queue(&mut queues, i);
-                    } else {
-                        i += 1;
+                    let was_last = q.waiters.is_empty();
+                    for park in parks.drain(..) {
+                        park.protocol.left(q.key, park.token, was_last);
                     }
                 }
+                self.drop_empty_queues(&mut queues);
                 self.queued_async.fetch_sub(tokens.len(), Ordering::Relaxed);
             }
             count += tokens.len();

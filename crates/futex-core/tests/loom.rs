@@ -403,51 +403,489 @@ fn a_stopping_waiter_passes_its_wakeup_on() {
     });
 }
 
-/// The hand-over of a lock's poll role (the N-API layer's `src/poll.rs`):
-/// the holder clears the role and then expires the oldest async waiter,
-/// while another waiter, under the bucket lock, either takes the free role or
-/// queues without it. Whatever the interleaving, that waiter ends up holding
-/// the role or expired: never queued without it and not woken.
-#[test]
-fn poll_role_hand_over_never_leaves_a_waiter_unwatched() {
-    const IDLE: u64 = 1;
-    const POLLER: u64 = 2;
-    model("poll_role_hand_over_never_leaves_a_waiter_unwatched", || {
-        let table = Arc::new(WaitTable::new(1));
-        let role = Arc::new(loom::sync::Mutex::new(Some(1u32))); // held by waiter 1
-        let owner = Recorder::new();
+// --- the lock protocol (futex_core::lock) -----------------------------------
+//
+// Each model builds a fresh lock: its word, its record of ended threads and
+// the protocol are leaked (`&'static`, as the waiters' `Park` requires: the
+// real protocol is a `static`), a few bytes per interleaving. Owner ids:
+// A = 1 holds the lock at the start, others wait. Invariants checked after
+// every model: no double grant (the word names exactly the thread that was
+// told it holds the lock), and the waiters bit `C` is set exactly when
+// waiters are queued.
 
-        let holder = {
-            let (table, role) = (table.clone(), role.clone());
-            thread::spawn(move || {
-                *role.lock().unwrap() = None;
-                table.expire_first(KEY)
+use futex_core::lock::{Acquired, C, TOKEN_HANDOFF, TOKEN_OWNER_DIED, TOKEN_RETRY};
+use futex_core::{
+    lock::{kind, OwnerState},
+    RawLock,
+};
+use loom::sync::atomic::AtomicU32;
+use std::time::Instant;
+
+pub type Lock = RawLock<Box<dyn Fn(u32) -> OwnerState + Send + Sync>>;
+
+pub const A: u32 = 1;
+pub const B: u32 = 2;
+pub const W: u32 = 3;
+
+/// A lock held by A, with nobody dead yet. `fair`: every unlock hands off
+/// (else none does).
+fn held_by_a(fair: bool) -> (&'static Lock, &'static AtomicU32, &'static AtomicU32, Arc<WaitTable>) {
+    let word: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(A << 1)));
+    let dead: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+    let lock: &'static Lock = Box::leak(Box::new(RawLock {
+        owner: Box::new(move |owner| if dead.load(SeqCst) == owner { OwnerState::Dead } else { OwnerState::Ours })
+            as Box<dyn Fn(u32) -> OwnerState + Send + Sync>,
+        fair_after: if fair { Duration::ZERO } else { Duration::MAX },
+        safety_slice: Duration::MAX,
+    }));
+    (lock, word, dead, Arc::new(WaitTable::new(1)))
+}
+
+fn key(word: &'static AtomicU32) -> Key {
+    word as *const AtomicU32 as Key
+}
+
+/// The waiters bit says exactly whether anyone is queued.
+fn assert_c_matches_queue(word: &AtomicU32, table: &WaitTable) {
+    let queued = table.len(key_of(word)) > 0;
+    assert_eq!(word.load(SeqCst) & C != 0, queued, "word {:#x}, queued {queued}", word.load(SeqCst));
+}
+
+fn key_of(word: &AtomicU32) -> Key {
+    word as *const AtomicU32 as Key
+}
+
+/// A blocking `lock()` by `me` without deadline.
+fn lock_blocking(lock: &'static Lock, table: &WaitTable, word: &'static AtomicU32, me: u32) -> Acquired {
+    // SAFETY: the word is leaked: alive for the whole model.
+    unsafe { lock.lock(table, key(word), me, Instant::now(), None, Duration::from_secs(1), || false) }
+}
+
+fn unlock(lock: &'static Lock, table: &WaitTable, word: &'static AtomicU32, me: u32) -> bool {
+    // SAFETY: as above.
+    unsafe { lock.unlock(table, key(word), me) }
+}
+
+/// Queues an async waiter of `me` (the lock is held by someone else).
+fn lock_async(
+    lock: &'static Lock,
+    table: &WaitTable,
+    word: &'static AtomicU32,
+    me: u32,
+    owner: &Arc<Recorder>,
+) -> Ticket {
+    // SAFETY: as above.
+    unsafe { lock.lock_async(table, key(word), me, Instant::now(), owner.clone(), |_| next_token()) }
+        .expect("the lock is held by a live thread: the waiter queues")
+}
+
+/// The token an async waiter was unparked with, if it was.
+fn unparked(owner: &Recorder) -> Option<u32> {
+    match owner.log().as_slice() {
+        [] => None,
+        [(_, AsyncOutcome::Unparked(token, _))] => Some(*token),
+        [(_, AsyncOutcome::TimedOut)] => None,
+        other => panic!("unexpected outcomes {other:?}"),
+    }
+}
+
+fn kinds(token: u32) -> u32 {
+    kind(token)
+}
+pub const HANDOFF: u32 = TOKEN_HANDOFF;
+pub const OWNER_DIED: u32 = TOKEN_OWNER_DIED;
+
+/// A's unlock (which hands off) races with the deadline of W's async
+/// waiter. Exactly one wins: W is handed the lock (the word names W, and
+/// W's outcome says so) or W timed out and the unlock released the lock
+/// (word 0). Never both, never neither; the waiters bit ends clear.
+#[test]
+fn lock_handoff_vs_timeout() {
+    model("lock_handoff_vs_timeout", || {
+        let (lock, word, _, table) = held_by_a(true);
+        let owner = Recorder::new();
+        let ticket = lock_async(lock, &table, word, W, &owner);
+        assert_eq!(word.load(SeqCst), (A << 1) | C);
+        let unlocker = {
+            let table = table.clone();
+            loom::thread::spawn(move || assert!(unlock(lock, &table, word, A)))
+        };
+        let timed_out = table.timeout(ticket);
+        unlocker.join().unwrap();
+        match unparked(&owner) {
+            Some(token) => {
+                assert!(!timed_out);
+                assert_eq!(kinds(token), HANDOFF);
+                assert_eq!(word.load(SeqCst), W << 1);
+            }
+            None => {
+                assert!(timed_out);
+                assert_eq!(owner.log(), vec![(ticket.token, AsyncOutcome::TimedOut)]);
+                assert_eq!(word.load(SeqCst), 0);
+            }
+        }
+        assert_c_matches_queue(word, &table);
+    });
+}
+
+/// The same race with an abort (cancel): a cancelled waiter gets nothing
+/// and the lock is released; one not cancelled in time holds it.
+#[test]
+fn lock_handoff_vs_cancel() {
+    model("lock_handoff_vs_cancel", || {
+        let (lock, word, _, table) = held_by_a(true);
+        let owner = Recorder::new();
+        let ticket = lock_async(lock, &table, word, W, &owner);
+        let unlocker = {
+            let table = table.clone();
+            loom::thread::spawn(move || assert!(unlock(lock, &table, word, A)))
+        };
+        let cancelled = table.cancel(ticket);
+        unlocker.join().unwrap();
+        if cancelled {
+            assert_eq!(owner.log(), vec![]);
+            assert_eq!(word.load(SeqCst), 0);
+        } else {
+            assert_eq!(unparked(&owner).map(kinds), Some(HANDOFF));
+            assert_eq!(word.load(SeqCst), W << 1);
+        }
+        assert_c_matches_queue(word, &table);
+    });
+}
+
+/// A blocking locker B parks while A unlocks: no lost wake-up (a B left
+/// parked deadlocks the model), for a handoff and for a release that lets B
+/// compete. B ends up holding the lock, and only B.
+#[test]
+fn lock_park_vs_unlock() {
+    for fair in [true, false] {
+        model(if fair { "lock_park_vs_unlock (handoff)" } else { "lock_park_vs_unlock (release)" }, move || {
+            let (lock, word, _, table) = held_by_a(fair);
+            let locker = {
+                let table = table.clone();
+                loom::thread::spawn(move || lock_blocking(lock, &table, word, B))
+            };
+            assert!(unlock(lock, &table, word, A));
+            assert_eq!(locker.join().unwrap(), Acquired::Acquired);
+            assert_eq!(word.load(SeqCst), B << 1);
+            assert_c_matches_queue(word, &table);
+            assert!(unlock(lock, &table, word, B));
+            assert_eq!(word.load(SeqCst), 0);
+        });
+    }
+}
+
+/// A dies holding the lock (its death recorded, then pushed by
+/// `thread_ended`) while B parks. B must be woken holding the lock, told the
+/// owner died, whether its validation saw the death or the push found it
+/// queued: exactly once, and never left asleep next to a dead owner.
+#[test]
+fn lock_owner_teardown_vs_park() {
+    model("lock_owner_teardown_vs_park", || {
+        let (lock, word, dead, table) = held_by_a(false);
+        let teardown = {
+            let table = table.clone();
+            loom::thread::spawn(move || {
+                dead.store(A, SeqCst);
+                table.thread_ended(A)
             })
         };
-        let ticket = {
-            let role = role.clone();
-            table
-                .wait_async_with(
-                    KEY,
-                    || {
-                        let mut r = role.lock().unwrap();
-                        Some(match *r {
-                            None => {
-                                *r = Some(2);
-                                POLLER
-                            }
-                            Some(_) => IDLE,
-                        })
-                    },
-                    owner.clone(),
-                )
-                .expect("validate chose a token")
-        };
-        let expired = holder.join().unwrap();
+        let r = lock_blocking(lock, &table, word, B);
+        let pushed = teardown.join().unwrap();
+        assert_eq!(r, Acquired::OwnerDied);
+        assert!(pushed <= 1);
+        assert_eq!(word.load(SeqCst), B << 1);
+        assert_c_matches_queue(word, &table);
+    });
+}
 
-        let holds = *role.lock().unwrap() == Some(2);
-        assert_eq!(holds, ticket.token == POLLER);
-        assert_eq!(expired, owner.log() == vec![(ticket.token, AsyncOutcome::Expired)]);
-        assert!(holds || expired, "queued without the role, and nobody woke it");
+/// A dies while W's async waiter times out. Either W was handed the lock
+/// with the news, or W left (clearing the waiters bit) and the next locker
+/// takes the lock over and is told: the death is reported exactly once.
+#[test]
+fn lock_owner_teardown_vs_timeout() {
+    model("lock_owner_teardown_vs_timeout", || {
+        let (lock, word, dead, table) = held_by_a(false);
+        let owner = Recorder::new();
+        let ticket = lock_async(lock, &table, word, W, &owner);
+        let teardown = {
+            let table = table.clone();
+            loom::thread::spawn(move || {
+                dead.store(A, SeqCst);
+                table.thread_ended(A)
+            })
+        };
+        let timed_out = table.timeout(ticket);
+        let pushed = teardown.join().unwrap();
+        assert_c_matches_queue(word, &table);
+        if timed_out {
+            assert_eq!(pushed, 0);
+            assert_eq!(word.load(SeqCst), A << 1, "still names the dead owner");
+            // SAFETY: the word is leaked.
+            let next = unsafe { lock.try_lock(&table, key(word), B) };
+            assert_eq!(next, Some(Acquired::OwnerDied));
+            assert_eq!(word.load(SeqCst), B << 1);
+        } else {
+            assert_eq!(pushed, 1);
+            assert_eq!(unparked(&owner).map(kinds), Some(OWNER_DIED));
+            assert_eq!(word.load(SeqCst), W << 1);
+        }
+    });
+}
+
+/// Two async waiters; A's unlock (no handoff: it wakes the first to compete)
+/// races with the second's timeout. The waiters bit must be set exactly
+/// while someone is queued, and the woken waiter finds the lock free.
+#[test]
+fn lock_release_vs_timeout_keeps_the_waiters_bit_exact() {
+    model("lock_release_vs_timeout_keeps_the_waiters_bit_exact", || {
+        let (lock, word, _, table) = held_by_a(false);
+        let first = Recorder::new();
+        let second = Recorder::new();
+        lock_async(lock, &table, word, W, &first);
+        let ticket = lock_async(lock, &table, word, B, &second);
+        let unlocker = {
+            let table = table.clone();
+            loom::thread::spawn(move || assert!(unlock(lock, &table, word, A)))
+        };
+        let timed_out = table.timeout(ticket);
+        unlocker.join().unwrap();
+        assert_eq!(unparked(&first).map(kinds), Some(TOKEN_RETRY));
+        assert!(timed_out, "the unlock woke only the first waiter");
+        assert_eq!(word.load(SeqCst), 0, "released, nobody queued");
+        assert_c_matches_queue(word, &table);
+    });
+}
+
+/// A newcomer takes the lock the way JavaScript's fast path does (a
+/// compare-exchange from a free word, keeping the waiters bit) while A's
+/// unlock wakes the parked B to compete. Mutual exclusion holds, and B is
+/// not left asleep: it gets the lock once the newcomer releases it.
+#[test]
+fn lock_barging_newcomer_vs_woken_waiter() {
+    model("lock_barging_newcomer_vs_woken_waiter", || {
+        let (lock, word, _, table) = held_by_a(false);
+        let inside = Arc::new(loom::sync::atomic::AtomicU32::new(0));
+        let waiter = {
+            let (table, inside) = (table.clone(), inside.clone());
+            loom::thread::spawn(move || {
+                assert_eq!(lock_blocking(lock, &table, word, B), Acquired::Acquired);
+                assert_eq!(inside.fetch_add(1, SeqCst), 0, "two holders");
+                inside.fetch_sub(1, SeqCst);
+                if word.compare_exchange(B << 1, 0, SeqCst, SeqCst).is_err() {
+                    assert!(unlock(lock, &table, word, B));
+                }
+            })
+        };
+        while table.len(key(word)) == 0 {
+            loom::thread::yield_now();
+        }
+        let unlocker = {
+            let table = table.clone();
+            loom::thread::spawn(move || assert!(unlock(lock, &table, word, A)))
+        };
+        // The newcomer (N = 4): one try at a free word, as `takeFree` does.
+        let w = word.load(SeqCst);
+        if (w == 0 || w == C) && word.compare_exchange(w, (4 << 1) | w, SeqCst, SeqCst).is_ok() {
+            assert_eq!(inside.fetch_add(1, SeqCst), 0, "two holders");
+            inside.fetch_sub(1, SeqCst);
+            if word.compare_exchange(4 << 1, 0, SeqCst, SeqCst).is_err() {
+                assert!(unlock(lock, &table, word, 4));
+            }
+        }
+        unlocker.join().unwrap();
+        waiter.join().unwrap();
+        assert_eq!(word.load(SeqCst), 0);
+        assert_c_matches_queue(word, &table);
+    });
+}
+
+/// A handoff reaches a blocking waiter whose thread is stopping: it passes
+/// the lock on (as its unlock would) to the waiter behind it, which must not
+/// be left asleep.
+#[test]
+fn lock_handoff_to_a_stopping_waiter_is_passed_on() {
+    model("lock_handoff_to_a_stopping_waiter_is_passed_on", || {
+        let (lock, word, _, table) = held_by_a(true);
+        let stopping = {
+            let table = table.clone();
+            loom::thread::spawn(move || {
+                // SAFETY: the word is leaked.
+                unsafe { lock.lock(&table, key(word), W, Instant::now(), None, Duration::from_secs(1), || true) }
+            })
+        };
+        while table.len(key(word)) < 1 {
+            loom::thread::yield_now();
+        }
+        let behind = {
+            let table = table.clone();
+            loom::thread::spawn(move || lock_blocking(lock, &table, word, B))
+        };
+        while table.len(key(word)) < 2 {
+            loom::thread::yield_now();
+        }
+        assert!(unlock(lock, &table, word, A));
+        assert_eq!(stopping.join().unwrap(), Acquired::Interrupted);
+        assert_eq!(behind.join().unwrap(), Acquired::Acquired);
+        assert_eq!(word.load(SeqCst), B << 1);
+        assert_c_matches_queue(word, &table);
+    });
+}
+
+/// An async owner whose thread can be torn down: once dead, a lock token
+/// delivered to it is passed on with `Protocol::lost`, as the N-API
+/// layer's resolver does.
+struct Passing {
+    dead: loom::sync::atomic::AtomicBool,
+    table: Arc<WaitTable>,
+    log: Mutex<Vec<(u64, AsyncOutcome)>>,
+}
+
+impl Owner for Passing {
+    fn is_alive(&self) -> bool {
+        !self.dead.load(SeqCst)
+    }
+    fn complete(&self, key: Key, token: u64, outcome: AsyncOutcome) {
+        if self.dead.load(SeqCst) {
+            if let AsyncOutcome::Unparked(t, protocol) = outcome {
+                protocol.lost(&self.table, key, t);
+            }
+            return;
+        }
+        self.log.lock().unwrap().push((token, outcome));
+    }
+}
+
+/// A's unlock hands the lock to W while W's thread is torn down (marked
+/// dead, its waiters removed); X waits behind W. Whatever the interleaving,
+/// the lock ends up with exactly one of them: W, if the handoff reached it
+/// alive, else X (handed on by W's teardown, or by the unlock that found W
+/// gone). Never both, never neither, and the waiters bit is exact.
+#[test]
+fn lock_handoff_vs_waiter_thread_teardown() {
+    model("lock_handoff_vs_waiter_thread_teardown", || {
+        let (lock, word, _, table) = held_by_a(true);
+        let w_owner = Arc::new(Passing {
+            dead: loom::sync::atomic::AtomicBool::new(false),
+            table: table.clone(),
+            log: Mutex::default(),
+        });
+        let x_owner = Recorder::new();
+        let dyn_w: Arc<dyn Owner> = w_owner.clone();
+        // SAFETY: the word is leaked.
+        unsafe { lock.lock_async(&table, key(word), W, Instant::now(), dyn_w.clone(), |_| next_token()) }
+            .expect("queued");
+        lock_async(lock, &table, word, B, &x_owner);
+        let teardown = {
+            let (table, w_owner) = (table.clone(), w_owner.clone());
+            loom::thread::spawn(move || {
+                w_owner.dead.store(true, SeqCst);
+                let owner: Arc<dyn Owner> = w_owner;
+                table.remove_owner(&owner, |_| {})
+            })
+        };
+        assert!(unlock(lock, &table, word, A));
+        teardown.join().unwrap();
+        let w_kept = match w_owner.log.lock().unwrap().as_slice() {
+            [] => false,
+            [(_, AsyncOutcome::Unparked(t, _))] => {
+                assert_eq!(kinds(*t), HANDOFF);
+                true
+            }
+            other => panic!("unexpected outcomes for W {other:?}"),
+        };
+        let x_handed = unparked(&x_owner).map(kinds) == Some(HANDOFF);
+        assert!(w_kept != x_handed, "W kept it: {w_kept}, X was handed it: {x_handed}");
+        let holder = if w_kept { W } else { B };
+        let queued = table.len(key(word)) > 0;
+        assert_eq!(
+            word.load(SeqCst),
+            (holder << 1) | if queued { C } else { 0 },
+            "W log {:?}, X log {:?}",
+            w_owner.log.lock().unwrap(),
+            x_owner.log()
+        );
+        assert_c_matches_queue(word, &table);
+    });
+}
+
+/// A dies holding the lock (its death recorded and pushed) while W, the
+/// oldest waiter, is torn down too; X waits behind W. The death is reported
+/// exactly once: to W if the push reached it alive, else to X (skipped to,
+/// or handed on by W's teardown), and the word names whoever was told.
+#[test]
+fn lock_owner_death_push_vs_waiter_teardown() {
+    model("lock_owner_death_push_vs_waiter_teardown", || {
+        let (lock, word, dead, table) = held_by_a(false);
+        let w_owner = Arc::new(Passing {
+            dead: loom::sync::atomic::AtomicBool::new(false),
+            table: table.clone(),
+            log: Mutex::default(),
+        });
+        let x_owner = Recorder::new();
+        let dyn_w: Arc<dyn Owner> = w_owner.clone();
+        // SAFETY: the word is leaked.
+        unsafe { lock.lock_async(&table, key(word), W, Instant::now(), dyn_w.clone(), |_| next_token()) }
+            .expect("queued");
+        lock_async(lock, &table, word, B, &x_owner);
+        let teardown = {
+            let (table, w_owner) = (table.clone(), w_owner.clone());
+            loom::thread::spawn(move || {
+                w_owner.dead.store(true, SeqCst);
+                let owner: Arc<dyn Owner> = w_owner;
+                table.remove_owner(&owner, |_| {})
+            })
+        };
+        dead.store(A, SeqCst);
+        table.thread_ended(A);
+        teardown.join().unwrap();
+        let w_told = match w_owner.log.lock().unwrap().as_slice() {
+            [] => false,
+            [(_, AsyncOutcome::Unparked(t, _))] => {
+                assert_eq!(kinds(*t), OWNER_DIED);
+                true
+            }
+            other => panic!("unexpected outcomes for W {other:?}"),
+        };
+        let x_told = unparked(&x_owner).map(kinds) == Some(OWNER_DIED);
+        assert!(w_told != x_told, "told W: {w_told}, told X: {x_told}");
+        let holder = if w_told { W } else { B };
+        let queued = table.len(key(word)) > 0;
+        assert_eq!(word.load(SeqCst), (holder << 1) | if queued { C } else { 0 });
+        assert_c_matches_queue(word, &table);
+    });
+}
+
+/// A dies holding the lock while W's acquisition is aborted (cancel). If
+/// the cancel came first, nobody was told and the word still names the dead
+/// owner: the next locker takes it over and is told. Otherwise W was handed
+/// the lock with the news. Exactly one report either way.
+#[test]
+fn lock_owner_teardown_vs_cancel() {
+    model("lock_owner_teardown_vs_cancel", || {
+        let (lock, word, dead, table) = held_by_a(false);
+        let owner = Recorder::new();
+        let ticket = lock_async(lock, &table, word, W, &owner);
+        let teardown = {
+            let table = table.clone();
+            loom::thread::spawn(move || {
+                dead.store(A, SeqCst);
+                table.thread_ended(A)
+            })
+        };
+        let cancelled = table.cancel(ticket);
+        let pushed = teardown.join().unwrap();
+        assert_c_matches_queue(word, &table);
+        if cancelled {
+            assert_eq!(pushed, 0);
+            assert_eq!(owner.log(), vec![]);
+            assert_eq!(word.load(SeqCst), A << 1);
+            // SAFETY: the word is leaked.
+            assert_eq!(unsafe { lock.try_lock(&table, key(word), B) }, Some(Acquired::OwnerDied));
+        } else {
+            assert_eq!(pushed, 1);
+            assert_eq!(unparked(&owner).map(kinds), Some(OWNER_DIED));
+            assert_eq!(word.load(SeqCst), W << 1);
+        }
     });
 }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use futex_core::{AsyncOutcome, Key, Owner, Ticket, Timer, WaitResult, WaitTable};
+use futex_core::{AsyncOutcome, Key, Owner, Park, Protocol, Ticket, Timer, WaitResult, WaitTable, TOKEN_NORMAL};
 
 /// A fresh token for an async waiter. Far from the table's sequence numbers,
 /// so a test cannot pass by confusing the two.
@@ -669,45 +669,157 @@ fn notify_skips_and_does_not_count_dead_owners() {
 }
 
 // ---------------------------------------------------------------------------
-// expire_first and wait_async_with
+// protocols: park, unpark_one, left, lost, thread_ended
 
-#[test]
-fn expire_first_ends_the_oldest_live_async_waiter_and_consumes_no_wakeup() {
-    let table = Arc::new(WaitTable::default());
-    let log = Log::default();
-    let dead = Recorder::new();
-    let live = Recorder::with_log(log.clone());
-    let sync = spawn_sync_waiter(&table, K1, 1, &log, 1);
-    let _d = enqueue(&table, K1, &dead);
-    let a = enqueue(&table, K1, &live);
-    let b = enqueue(&table, K1, &live);
-    dead.alive.store(false, SeqCst);
+/// A test protocol that records its hooks' calls.
+#[derive(Default)]
+struct Hooks {
+    left: Mutex<Vec<(Key, u64, bool)>>,
+    lost: Mutex<Vec<(Key, u32)>>,
+    /// `thread_ended` unparks the head with this token when `ended` is 7.
+    ended: Mutex<Vec<(Key, u64, bool, u32)>>,
+}
 
-    // The blocking waiter is skipped, the dead owner's waiter dropped.
-    assert!(table.expire_first(K1));
-    assert_eq!(live.events(), vec![Event::Async(a.token, AsyncOutcome::Expired)]);
-    assert_eq!(table.len(K1), 2, "the blocking waiter and b stay queued");
-    assert!(dead.events().is_empty());
-    // No wake-up was used: one notify still wakes the blocking waiter (oldest), then b.
-    assert_eq!(table.notify(K1, 1), 1);
-    assert_eq!(sync.join().unwrap(), WaitResult::Ok);
-    assert!(table.expire_first(K1));
-    assert_eq!(live.events()[2], Event::Async(b.token, AsyncOutcome::Expired));
-    assert!(!table.expire_first(K1), "nobody left");
-    assert!(!table.expire_first(K2), "no queue at all");
-    assert_eq!(table.queued_async(), 0);
+impl Protocol for Hooks {
+    fn left(&self, key: Key, token: u64, was_last: bool) {
+        self.left.lock().unwrap().push((key, token, was_last));
+    }
+    fn lost(&self, _table: &WaitTable, key: Key, token: u32) {
+        self.lost.lock().unwrap().push((key, token));
+    }
+    fn thread_ended(&self, key: Key, head: u64, have_more: bool, ended: u32) -> Option<u32> {
+        self.ended.lock().unwrap().push((key, head, have_more, ended));
+        (ended == 7).then_some(70)
+    }
+}
+
+fn hooks() -> &'static Hooks {
+    Box::leak(Box::default())
+}
+
+fn park_of(protocol: &'static Hooks, token: u64) -> Park {
+    Park { protocol, token, since: Instant::now() }
+}
+
+fn park_async(table: &WaitTable, key: Key, protocol: &'static Hooks, park_token: u64, owner: &Arc<Recorder>) -> Ticket {
+    table.park_async(key, |_| Some(next_token()), park_of(protocol, park_token), owner.dyn_owner()).expect("queued")
 }
 
 #[test]
-fn wait_async_with_chooses_the_token_under_the_lock() {
-    let table = WaitTable::default();
+fn unpark_one_tells_its_callback_who_and_whether_more_remain_and_hands_over_its_token() {
+    let table = Arc::new(WaitTable::default());
+    let protocol = hooks();
+    let sync = {
+        let t = table.clone();
+        thread::spawn(move || {
+            t.park(K1, |_| true, park_of(protocol, 11), || Some(Instant::now() + HANG), SLICE, || false)
+        })
+    };
+    wait_until("the blocking waiter queued", || table.len(K1) == 1);
     let owner = Recorder::new();
-    assert!(table.wait_async_with(K1, || None, owner.dyn_owner()).is_none());
+    let a = park_async(&table, K1, protocol, 22, &owner);
+
+    let mut seen = None;
+    let r = table.unpark_one(K1, |r| {
+        seen = Some(r);
+        5
+    });
+    let seen = seen.unwrap();
+    assert_eq!(seen.unparked.map(|(t, _)| t), Some(11));
+    assert!(seen.unparked.unwrap().1.is_some(), "a parked waiter says since when it waits");
+    assert!(seen.have_more);
+    assert_eq!(r.unparked, seen.unparked);
+    assert_eq!(sync.join().unwrap(), WaitResult::Unparked(5));
+
+    let r = table.unpark_one(K1, |r| {
+        assert!(!r.have_more);
+        TOKEN_NORMAL
+    });
+    assert_eq!(r.unparked.map(|(t, _)| t), Some(22));
+    assert_eq!(owner.events(), vec![Event::Async(a.token, AsyncOutcome::Unparked(TOKEN_NORMAL, protocol))]);
     assert_eq!(table.len(K1), 0);
-    let t = table.wait_async_with(K1, || Some(77), owner.dyn_owner()).unwrap();
-    assert_eq!(t.token, 77);
-    assert_eq!(table.notify(K1, 1), 1);
-    assert_eq!(owner.events(), vec![Event::Async(77, AsyncOutcome::Ok)]);
+
+    // Nobody queued: the callback still runs, and learns it.
+    let r = table.unpark_one(K1, |r| {
+        assert!(r.unparked.is_none() && !r.have_more);
+        9
+    });
+    assert!(r.unparked.is_none());
+    assert!(protocol.left.lock().unwrap().is_empty(), "nobody left without being unparked");
+}
+
+#[test]
+fn unpark_one_if_may_decline_and_leaves_the_waiter_queued() {
+    let table = WaitTable::default();
+    let protocol = hooks();
+    let owner = Recorder::new();
+    park_async(&table, K1, protocol, 1, &owner);
+    let (r, woken) = table.unpark_one_if(K1, |_| None);
+    assert!(!woken);
+    assert_eq!(r.unparked.map(|(t, _)| t), Some(1));
+    assert_eq!(table.len(K1), 1);
+    assert!(owner.events().is_empty());
+}
+
+#[test]
+fn a_protocol_hears_when_its_waiters_leave_and_whether_they_were_the_last() {
+    let table = WaitTable::default();
+    let protocol = hooks();
+    let owner = Recorder::new();
+    let a = park_async(&table, K1, protocol, 1, &owner);
+    let b = park_async(&table, K1, protocol, 2, &owner);
+    let c = park_async(&table, K2, protocol, 3, &owner);
+    assert!(table.timeout(a));
+    assert!(table.cancel(b));
+    // Teardown of the owner removes the last one on K2.
+    assert_eq!(table.remove_owner(&owner.dyn_owner(), |_| {}), 1);
+    assert!(!table.cancel(c));
+    assert_eq!(*protocol.left.lock().unwrap(), vec![(K1, 1, false), (K1, 2, true), (K2, 3, true)]);
+    assert_eq!(table.queued_async(), 0);
+
+    // A blocking waiter past its deadline leaves the same way.
+    let r = table.park(K1, |_| true, park_of(protocol, 4), || Some(Instant::now()), SLICE, || false);
+    assert_eq!(r, WaitResult::TimedOut);
+    assert_eq!(protocol.left.lock().unwrap().last(), Some(&(K1, 4, true)));
+}
+
+#[test]
+fn a_stopping_parked_waiter_hands_its_token_to_the_protocol() {
+    let table = Arc::new(WaitTable::default());
+    let protocol = hooks();
+    let stopping = Arc::new(AtomicBool::new(false));
+    let h = {
+        let (t, s) = (table.clone(), stopping.clone());
+        thread::spawn(move || {
+            t.park(K1, |_| true, park_of(protocol, 1), || Some(Instant::now() + HANG), SLICE, || s.load(SeqCst))
+        })
+    };
+    wait_until("the waiter queued", || table.len(K1) == 1);
+    stopping.store(true, SeqCst);
+    table.unpark_one(K1, |_| 42);
+    assert_eq!(h.join().unwrap(), WaitResult::Interrupted);
+    assert_eq!(*protocol.lost.lock().unwrap(), vec![(K1, 42)]);
+}
+
+#[test]
+fn thread_ended_offers_each_queue_head_to_its_protocol() {
+    let table = WaitTable::default();
+    let protocol = hooks();
+    let dead = Recorder::new();
+    let owner = Recorder::new();
+    park_async(&table, K1, protocol, 1, &dead);
+    let b = park_async(&table, K1, protocol, 2, &owner);
+    park_async(&table, K1, protocol, 3, &owner);
+    enqueue(&table, K2, &owner); // a plain waiter: no protocol to ask
+    dead.alive.store(false, SeqCst);
+
+    assert_eq!(table.thread_ended(6), 0);
+    assert_eq!(table.thread_ended(7), 1);
+    // The dead owner's waiter is skipped: the head offered is the first live one.
+    assert_eq!(*protocol.ended.lock().unwrap(), vec![(K1, 2, true, 6), (K1, 2, true, 7)]);
+    assert_eq!(owner.events(), vec![Event::Async(b.token, AsyncOutcome::Unparked(70, protocol))]);
+    assert_eq!(table.len(K1), 2);
+    assert_eq!(table.len(K2), 1);
 }
 
 // ---------------------------------------------------------------------------

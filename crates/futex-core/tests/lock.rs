@@ -1,0 +1,121 @@
+//! The lock protocol (`futex_core::lock`) with real threads: the paths the
+//! loom models do not reach (deadlines, the safety slice next to a holder
+//! from another table, the waiters bit after such a holder cleared it).
+//! Tests synchronise on the table's state and the word, never on sleeps.
+#![cfg(not(loom))]
+
+use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use futex_core::lock::{Acquired, OwnerState, C};
+use futex_core::{Key, RawLock, WaitTable};
+
+const HANG: Duration = Duration::from_secs(20);
+const SLICE: Duration = Duration::from_secs(1);
+
+/// Owner ids: 1 and 2 are threads of this table, 9 one of another table.
+const A: u32 = 1;
+const B: u32 = 2;
+const FOREIGN: u32 = 9;
+
+type Lock = RawLock<fn(u32) -> OwnerState>;
+
+fn state(owner: u32) -> OwnerState {
+    if owner == FOREIGN {
+        OwnerState::Foreign
+    } else {
+        OwnerState::Ours
+    }
+}
+
+static LOCK: Lock =
+    RawLock { owner: state, fair_after: Duration::from_millis(1), safety_slice: Duration::from_millis(20) };
+
+fn word(value: u32) -> &'static AtomicU32 {
+    Box::leak(Box::new(AtomicU32::new(value)))
+}
+
+fn key(w: &'static AtomicU32) -> Key {
+    w as *const AtomicU32 as Key
+}
+
+fn lock(table: &WaitTable, w: &'static AtomicU32, me: u32, deadline: Option<Instant>) -> Acquired {
+    // SAFETY: the word is leaked: alive for the whole test.
+    unsafe { LOCK.lock(table, key(w), me, Instant::now(), deadline, SLICE, || false) }
+}
+
+fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let give_up = Instant::now() + HANG;
+    while !cond() {
+        assert!(Instant::now() < give_up, "timed out waiting until {what}");
+        thread::yield_now();
+    }
+}
+
+/// JavaScript's unlock: the uncontended compare-exchange, else the addon.
+fn unlock(table: &WaitTable, w: &'static AtomicU32, me: u32) {
+    if w.compare_exchange(me << 1, 0, SeqCst, SeqCst).is_err() {
+        // SAFETY: as above.
+        assert!(unsafe { LOCK.unlock(table, key(w), me) });
+    }
+}
+
+#[test]
+fn a_waiter_next_to_a_foreign_holder_looks_again_and_restores_the_waiters_bit() {
+    const OURS: u32 = 3;
+    let table = Arc::new(WaitTable::new(1));
+    let w = word(OURS << 1);
+    // B queues behind a holder of this table: no safety slice.
+    let b = {
+        let t = table.clone();
+        thread::spawn(move || lock(&t, w, B, Some(Instant::now() + HANG)))
+    };
+    wait_until("B queued", || table.len(key(w)) == 1);
+    // The lock passes to a thread of another table (as a barging newcomer
+    // would take it), and A queues behind that one: with the safety slice.
+    w.store((FOREIGN << 1) | C, SeqCst);
+    let a = {
+        let t = table.clone();
+        thread::spawn(move || lock(&t, w, A, Some(Instant::now() + HANG)))
+    };
+    wait_until("A queued", || table.len(key(w)) == 2);
+    // The foreign holder's unlock, through its own table: nobody queued
+    // there, so it clears the word and wakes nobody here.
+    w.store(0, SeqCst);
+    // A's safety slice brings it back: it takes the lock with the waiters
+    // bit set for B, so its plain unlock goes through the table and wakes B.
+    assert_eq!(a.join().unwrap(), Acquired::Acquired);
+    assert_eq!(w.load(SeqCst), (A << 1) | C, "B is still queued");
+    unlock(&table, w, A);
+    assert_eq!(b.join().unwrap(), Acquired::Acquired);
+    assert_eq!(w.load(SeqCst), B << 1);
+    assert_eq!(table.len(key(w)), 0);
+}
+
+#[test]
+fn a_deadline_shorter_than_the_safety_slice_still_times_out() {
+    let table = WaitTable::new(1);
+    let w = word(FOREIGN << 1);
+    assert_eq!(lock(&table, w, A, Some(Instant::now() + Duration::from_millis(5))), Acquired::TimedOut);
+    assert_eq!(w.load(SeqCst), FOREIGN << 1, "the last waiter left: no waiters bit");
+}
+
+#[test]
+fn a_blocking_lock_by_the_holder_is_a_deadlock_and_queues_nothing() {
+    let table = WaitTable::new(1);
+    let w = word(A << 1);
+    assert_eq!(lock(&table, w, A, None), Acquired::Deadlock);
+    assert_eq!(w.load(SeqCst), A << 1);
+    assert_eq!(table.len(key(w)), 0);
+}
+
+#[test]
+fn an_unlock_by_a_non_holder_changes_nothing() {
+    let table = WaitTable::new(1);
+    let w = word((A << 1) | C);
+    // SAFETY: as above.
+    assert!(!unsafe { LOCK.unlock(&table, key(w), B) });
+    assert_eq!(w.load(SeqCst), (A << 1) | C);
+}
