@@ -174,7 +174,7 @@ impl Owner for Resolver {
             // Settled before its deadline: its timer entry has nothing left to do.
             TIMER.forget(1);
         }
-        let first = {
+        let (first, marked) = {
             let mut inner = self.inner.lock();
             if inner.closed {
                 drop(inner);
@@ -182,7 +182,7 @@ impl Owner for Resolver {
             }
             inner.batch.push((key, token, outcome));
             UNDELIVERED.fetch_add(1, Ordering::Relaxed);
-            !std::mem::replace(&mut inner.scheduled, true)
+            (!std::mem::replace(&mut inner.scheduled, true), inner.delivering)
         };
         let called = !first || {
             let tsfn = self.tsfn.read();
@@ -202,8 +202,9 @@ impl Owner for Resolver {
         // completion decided on the JS thread itself must be delivered even if
         // nothing else keeps the loop alive, also when the call that delivers
         // it was queued earlier by another thread (the timer's, say), which
-        // could not ref this thread's loop.
-        if called && std::thread::current().id() == self.js_thread {
+        // could not ref this thread's loop. (Marked once per delivery: the
+        // JS thread's notify of 10k of its own waiters marks it once.)
+        if called && !marked && std::thread::current().id() == self.js_thread {
             let mut inner = self.inner.lock();
             inner.delivering = true;
             inner.apply_ref(&self.tsfn);
