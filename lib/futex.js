@@ -158,7 +158,9 @@ function presenceView () {
   }
 }
 const presence = presenceView()
-const PRESENCE_SHIFT = presence === null ? 0 : 32 - Math.log2(presence.length)
+// Each count is alone on a 64-byte line: count i is presence[i * 16].
+const PRESENCE_STRIDE = 16
+const PRESENCE_SHIFT = presence === null ? 0 : 32 - Math.log2(presence.length / PRESENCE_STRIDE)
 // A word of this thread's own, stored to as a full fence (see mayHaveWaiters).
 const fence = new Int32Array(new SharedArrayBuffer(4))
 
@@ -174,7 +176,7 @@ function mayHaveWaiters (info, i) {
   if (presence === null) return true
   Atomics.store(fence, 0, 0)
   const low = (info.base + (info.big ? i * 8 : i * 4)) >>> 2
-  return Atomics.load(presence, Math.imul(low, 0x9E3779B1) >>> PRESENCE_SHIFT) !== 0
+  return Atomics.load(presence, (Math.imul(low, 0x9E3779B1) >>> PRESENCE_SHIFT) * PRESENCE_STRIDE) !== 0
 }
 
 // --- async waiters of this thread -----------------------------------------

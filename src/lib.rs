@@ -324,6 +324,6 @@ pub fn diagnostics() -> Diagnostics {
         resolvers: resolver::RESOLVERS.load(Relaxed) as u32,
         timer_entries: TIMER.pending() as u32,
         dead_thread_ranges: DEAD.lock().len() as u32,
-        presence: TABLE.presence().iter().map(|c| c.load(Relaxed)).sum(),
+        presence: TABLE.presence().iter().map(|c| c.get()).sum(),
     }
 }

@@ -35,7 +35,7 @@ pub mod timer;
 
 pub use lock::RawLock;
 pub use table::{
-    presence_slot, AsyncOutcome, Key, Owner, Park, ParkToken, Protocol, Ticket, UnparkResult, UnparkToken, WaitResult,
-    WaitTable, PRESENCE_SLOTS, TOKEN_NORMAL,
+    presence_slot, AsyncOutcome, Key, Owner, Park, ParkToken, PresenceCount, Protocol, Ticket, UnparkResult,
+    UnparkToken, WaitResult, WaitTable, PRESENCE_SLOTS, TOKEN_NORMAL,
 };
 pub use timer::Timer;

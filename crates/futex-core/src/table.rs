@@ -279,7 +279,21 @@ struct Bucket {
 }
 
 /// How many presence counts the table keeps (a power of two).
-pub const PRESENCE_SLOTS: usize = 4096;
+pub const PRESENCE_SLOTS: usize = 1024;
+
+/// One presence count, alone on its cache line: waiters on different
+/// addresses update different counts, and must not contend for one line.
+/// In memory, count `i` is the `u32` at index `i * 16`; the rest of its line
+/// is zeros (JavaScript sees the whole table).
+#[repr(C, align(64))]
+pub struct PresenceCount(AtomicU32, [u32; 15]);
+
+impl PresenceCount {
+    /// The count (diagnostics).
+    pub fn get(&self) -> u32 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
 
 /// The presence count of `key`: Fibonacci hashing of the low 32 bits of the
 /// element address, so that the JavaScript layer, which knows the low 32 bits
@@ -294,7 +308,7 @@ pub struct WaitTable {
     buckets: Box<[Bucket]>,
     /// Per presence slot: queues of its addresses, plus waiters checking
     /// their value right now. See the module docs.
-    presence: Box<[AtomicU32]>,
+    presence: Box<[PresenceCount]>,
     /// Source of sequence numbers. Only incremented under a bucket lock, so
     /// within one address the numbers follow enqueue order.
     next_seq: AtomicU64,
@@ -360,7 +374,7 @@ impl WaitTable {
         let n = buckets.max(1).next_power_of_two();
         WaitTable {
             buckets: (0..n).map(|_| Bucket { queues: Mutex::new(Vec::new()) }).collect(),
-            presence: (0..PRESENCE_SLOTS).map(|_| AtomicU32::new(0)).collect(),
+            presence: (0..PRESENCE_SLOTS).map(|_| PresenceCount(AtomicU32::new(0), [0; 15])).collect(),
             next_seq: AtomicU64::new(1),
             queued_async: AtomicUsize::new(0),
         }
@@ -391,7 +405,7 @@ impl WaitTable {
     /// waiters are queued on `key`.
     fn enqueue_with(&self, key: Key, make: impl FnOnce(bool) -> Option<Waiter>) -> Option<u64> {
         // Present before the value is compared (see the module docs).
-        let presence = &self.presence[presence_slot(key)];
+        let presence = &self.presence[presence_slot(key)].0;
         presence.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         let mut queues = self.bucket(key).queues.lock();
@@ -424,7 +438,7 @@ impl WaitTable {
     fn drop_queue(&self, queues: &mut Vec<Queue>, i: usize) {
         let q = queues.swap_remove(i);
         debug_assert!(q.waiters.is_empty());
-        self.presence[presence_slot(q.key)].fetch_sub(1, Ordering::SeqCst);
+        self.presence[presence_slot(q.key)].0.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Drops every empty queue of a bucket (see [`drop_queue`](Self::drop_queue)).
@@ -445,14 +459,14 @@ impl WaitTable {
     /// orders that change before the read (see the module docs).
     pub fn may_have_waiters(&self, key: Key) -> bool {
         fence(Ordering::SeqCst);
-        self.presence[presence_slot(key)].load(Ordering::SeqCst) != 0
+        self.presence[presence_slot(key)].0.load(Ordering::SeqCst) != 0
     }
 
     /// The presence counts, [`PRESENCE_SLOTS`] of them, for a JavaScript
     /// layer that reads them with `Atomics.load` (see the module docs). They
     /// live as long as the table.
     #[cfg(not(loom))]
-    pub fn presence(&self) -> &[AtomicU32] {
+    pub fn presence(&self) -> &[PresenceCount] {
         &self.presence
     }
 
