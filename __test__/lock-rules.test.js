@@ -46,6 +46,7 @@ async function nativeCalls (f) {
 // its acquisition has waited 1 ms. Let more than that pass (the waiter
 // queued before this is called; nothing here measures anything).
 function waitedLongEnough () {
+  const { performance } = require('perf_hooks') // no global before Node 16
   const start = performance.now()
   return until(() => performance.now() - start > 2, '2 ms to pass')
 }
@@ -373,9 +374,12 @@ describe('AsyncLock: bounded unfairness', () => {
     const lock = new AsyncLock()
     lock.lock()
     const w = startWorker('acquire', { lock: handle(lock), mode: 'sync' })
-    await until(() => waiters(lock) === 1, 'the worker to queue')
-    await waitedLongEnough()
-    await w.terminate()
+    try {
+      await until(() => waiters(lock) === 1, 'the worker to queue')
+      await waitedLongEnough()
+    } finally {
+      await w.terminate()
+    }
     assert.strictEqual(waiters(lock), 0)
     assert.strictEqual(cells(lock)[0], MAIN * 2, 'the leaving waiter cleared the waiters bit')
     lock.unlock()
