@@ -13,18 +13,12 @@
 // function literal so none of them sees another's type feedback.
 
 const { oursMissing, webLocksMissing, makeLock, lockBuffer } = require('../lib/locks')
+const { nsPerOp } = require('../lib/batches')
 
 const BATCH = 1000
 
-let tinybench
-async function bench (name, fn, { warmMs, ms }) {
-  if (!tinybench) tinybench = await import('tinybench')
-  const b = new tinybench.Bench({ name, time: ms, warmupTime: warmMs, iterations: 20, warmupIterations: 20 })
-  b.add(name, fn)
-  await b.run()
-  const r = b.tasks[0].result
-  if (!r || !r.latency) throw new Error(`tinybench: ${name} did not complete (${r && r.state})`)
-  const ns = (r.latency.p50 * 1e6) / BATCH
+async function bench (name, fn, opts) {
+  const ns = await nsPerOp(name, fn, BATCH, opts)
   return { nsPerPair: ns, rate: 1e9 / ns }
 }
 

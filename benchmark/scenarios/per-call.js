@@ -9,18 +9,12 @@
 // its own compiled function, so no call site sees another's type feedback.
 
 const { futex } = require('../lib/impl')
+const { nsPerOp } = require('../lib/batches')
 
 const BATCH = 1000
 
-let tinybench
-async function bench (name, fn, { warmMs, ms }) {
-  if (!tinybench) tinybench = await import('tinybench')
-  const b = new tinybench.Bench({ name, time: ms, warmupTime: warmMs, iterations: 20, warmupIterations: 20 })
-  b.add(name, fn)
-  await b.run()
-  const r = b.tasks[0].result
-  if (!r || !r.latency) throw new Error(`tinybench: ${name} did not complete (${r && r.state})`)
-  return { ns: (r.latency.p50 * 1e6) / BATCH }
+async function bench (name, fn, opts) {
+  return { ns: await nsPerOp(name, fn, BATCH, opts) }
 }
 
 function cells (big) {
