@@ -441,6 +441,17 @@ fn held_by_a(fair: bool) -> (&'static Lock, &'static AtomicU32, &'static AtomicU
     (lock, word, dead, Arc::new(WaitTable::new(1)))
 }
 
+/// A thread that tears A down, as its env cleanup does: A is recorded dead,
+/// then the table pushes A's locks to their waiters. Joins with how many it
+/// woke.
+fn end_thread_a(dead: &'static AtomicU32, table: &Arc<WaitTable>) -> loom::thread::JoinHandle<usize> {
+    let table = table.clone();
+    loom::thread::spawn(move || {
+        dead.store(A, SeqCst);
+        table.thread_ended(A)
+    })
+}
+
 fn key(word: &'static AtomicU32) -> Key {
     word as *const AtomicU32 as Key
 }
@@ -583,13 +594,7 @@ fn lock_park_vs_unlock() {
 fn lock_owner_teardown_vs_park() {
     model("lock_owner_teardown_vs_park", || {
         let (lock, word, dead, table) = held_by_a(false);
-        let teardown = {
-            let table = table.clone();
-            loom::thread::spawn(move || {
-                dead.store(A, SeqCst);
-                table.thread_ended(A)
-            })
-        };
+        let teardown = end_thread_a(dead, &table);
         let r = lock_blocking(lock, &table, word, B);
         let pushed = teardown.join().unwrap();
         assert_eq!(r, Acquired::OwnerDied);
@@ -608,13 +613,7 @@ fn lock_owner_teardown_vs_timeout() {
         let (lock, word, dead, table) = held_by_a(false);
         let owner = Recorder::new();
         let ticket = lock_async(lock, &table, word, W, &owner);
-        let teardown = {
-            let table = table.clone();
-            loom::thread::spawn(move || {
-                dead.store(A, SeqCst);
-                table.thread_ended(A)
-            })
-        };
+        let teardown = end_thread_a(dead, &table);
         let timed_out = table.timeout(ticket);
         let pushed = teardown.join().unwrap();
         assert_c_matches_queue(word, &table);
@@ -866,13 +865,7 @@ fn lock_owner_teardown_vs_cancel() {
         let (lock, word, dead, table) = held_by_a(false);
         let owner = Recorder::new();
         let ticket = lock_async(lock, &table, word, W, &owner);
-        let teardown = {
-            let table = table.clone();
-            loom::thread::spawn(move || {
-                dead.store(A, SeqCst);
-                table.thread_ended(A)
-            })
-        };
+        let teardown = end_thread_a(dead, &table);
         let cancelled = table.cancel(ticket);
         let pushed = teardown.join().unwrap();
         assert_c_matches_queue(word, &table);
