@@ -27,6 +27,31 @@ fn type_error(msg: &str) -> Error {
     Error::new(Status::InvalidArg, msg.to_owned())
 }
 
+/// Of `ta`, an `Int32Array` or `BigInt64Array` (anything else is a
+/// `TypeError`): whether its elements are 64-bit, the address of its first
+/// element, and its length.
+///
+/// # Safety
+/// `env` and `ta` must be the live handles of the current N-API call.
+unsafe fn elements(env: sys::napi_env, ta: sys::napi_value) -> Result<(bool, *mut c_void, usize)> {
+    let mut kind = 0;
+    let mut length = 0usize;
+    let mut data: *mut c_void = ptr::null_mut();
+    // Fails with napi_invalid_arg unless `ta` is a typed array.
+    // SAFETY: live env/value handles (function contract); all out-pointers
+    // are valid locals; the buffer handle and byte offset are not requested
+    // (`data` already has the offset applied).
+    let status = unsafe {
+        sys::napi_get_typedarray_info(env, ta, &mut kind, &mut length, &mut data, ptr::null_mut(), ptr::null_mut())
+    };
+    match kind {
+        _ if status != sys::Status::napi_ok => Err(type_error("argument is not an Int32Array or BigInt64Array")),
+        sys::TypedarrayType::int32_array => Ok((false, data, length)),
+        sys::TypedarrayType::bigint64_array => Ok((true, data, length)),
+        _ => Err(type_error("argument is not an Int32Array or BigInt64Array")),
+    }
+}
+
 impl Cell {
     /// Resolves `ta[index]`. The JS layer has already validated and converted
     /// the arguments with the spec's rules (including "is it shared", which
@@ -41,30 +66,19 @@ impl Cell {
     /// `env` and `ta` must be the live handles of the current N-API call, and
     /// the cell must not be read after that call returns.
     pub unsafe fn resolve(env: sys::napi_env, ta: sys::napi_value, index: f64) -> Result<Cell> {
-        let mut kind = 0;
-        let mut length = 0usize;
-        let mut data: *mut c_void = ptr::null_mut();
-        let mut byte_offset = 0usize;
-        // Fails with napi_invalid_arg unless `ta` is a typed array.
-        // SAFETY: live env/value handles (function contract); all out-pointers
-        // are valid locals; the buffer handle is not requested.
-        let status = unsafe {
-            sys::napi_get_typedarray_info(env, ta, &mut kind, &mut length, &mut data, ptr::null_mut(), &mut byte_offset)
-        };
-        if status != sys::Status::napi_ok {
-            return Err(type_error("argument is not an Int32Array or BigInt64Array"));
-        }
+        // SAFETY: the function contract.
+        let (is_i64, data, length) = unsafe { elements(env, ta)? };
         if !(index >= 0.0 && index < length as f64 && index.fract() == 0.0) {
             return Err(Error::new(Status::InvalidArg, "index out of range".to_owned()));
         }
         let index = index as usize;
         // `data` points at the view's first element (N-API applies the byte
         // offset), and `index < length`, so the element lies inside the buffer.
-        match kind {
-            sys::TypedarrayType::int32_array => Ok(Cell::I32((data as *const AtomicI32).wrapping_add(index))),
-            sys::TypedarrayType::bigint64_array => Ok(Cell::I64((data as *const AtomicI64).wrapping_add(index))),
-            _ => Err(type_error("argument is not an Int32Array or BigInt64Array")),
-        }
+        Ok(if is_i64 {
+            Cell::I64((data as *const AtomicI64).wrapping_add(index))
+        } else {
+            Cell::I32((data as *const AtomicI32).wrapping_add(index))
+        })
     }
 
     /// The address of element 0 of `ta`, a shared `Int32Array` or
@@ -73,18 +87,8 @@ impl Cell {
     /// # Safety
     /// `env` and `ta` must be the live handles of the current N-API call.
     pub unsafe fn base(env: sys::napi_env, ta: sys::napi_value) -> Result<usize> {
-        let mut kind = 0;
-        let mut length = 0usize;
-        let mut data: *mut c_void = ptr::null_mut();
-        // SAFETY: as in `resolve`.
-        let status = unsafe {
-            sys::napi_get_typedarray_info(env, ta, &mut kind, &mut length, &mut data, ptr::null_mut(), ptr::null_mut())
-        };
-        if status != sys::Status::napi_ok
-            || (kind != sys::TypedarrayType::int32_array && kind != sys::TypedarrayType::bigint64_array)
-        {
-            return Err(type_error("argument is not an Int32Array or BigInt64Array"));
-        }
+        // SAFETY: the function contract.
+        let (_, data, _) = unsafe { elements(env, ta)? };
         Ok(data as usize)
     }
 
