@@ -324,6 +324,14 @@ function cancelAsync (ta, index, token) {
 // comparison that decides whether the caller sleeps. Both answers are ones
 // the spec allows: the load is a point at which the value differed.
 
+// Atomics.notify once its arguments are checked and converted: `info` is
+// lookup(ta), `i` the index, `c` the count.
+function notifyConverted (ta, info, i, c) {
+  // Non-shared memory has no waiters (Node 16+ returns 0 here too).
+  if (info === null || c === 0 || !mayHaveWaiters(info, i)) return 0
+  return binding.notify(ta, i, c)
+}
+
 // Method syntax: like the built-ins, these are not constructors.
 const api = {
   wait (ta, index, value, timeout) {
@@ -339,11 +347,7 @@ const api = {
 
   notify (ta, index, count) {
     const info = lookup(ta)
-    const i = toIndex(ta, index)
-    const c = toCount(count)
-    // Non-shared memory has no waiters (Node 16+ returns 0 here too).
-    if (info === null || c === 0 || !mayHaveWaiters(info, i)) return 0
-    return binding.notify(ta, i, c)
+    return notifyConverted(ta, info, toIndex(ta, index), toCount(count))
   },
 
   waitAsync (ta, index, value, timeout) {
@@ -376,7 +380,8 @@ module.exports = {
   setKeepAlive,
   // Internal: for the lock and polyfill modules.
   internal: {
-    validate, // truthy: on shared memory
+    lookup, // null: not on shared memory
+    notifyConverted,
     toIndex,
     toCount,
     enqueueAsync,

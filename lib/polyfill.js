@@ -32,7 +32,7 @@ const path = require('path')
 const workerThreads = require('worker_threads')
 const futex = require('./futex')
 
-const { validate, toIndex, toCount } = futex.internal
+const { lookup, toIndex, toCount, notifyConverted } = futex.internal
 
 // The preload scripts a worker is started with: one per `force` setting.
 const PRELOAD = path.join(__dirname, 'polyfill-preload.js')
@@ -47,11 +47,11 @@ const polyfilled = {
 
   notify (typedArray, index, count) {
     // The spec's order: array checks, ToIndex, count; then non-shared → 0.
-    const shared = validate(typedArray)
+    const info = lookup(typedArray)
     const i = toIndex(typedArray, index)
     const c = toCount(count)
-    if (!shared || c === 0) return 0
-    const woken = futex.notify(typedArray, i, c)
+    if (info === null || c === 0) return 0
+    const woken = notifyConverted(typedArray, info, i, c)
     if (woken >= c || state === null) return woken
     // What is left of the count goes to threads that wait natively.
     return woken + state.nativeNotify.call(Atomics, typedArray, i, c - woken)
