@@ -1,6 +1,7 @@
 // Types of `shared-futex`: the futex core (wait / notify / waitAsync /
 // setKeepAlive) and the synchronisation primitives built on it (AsyncLock,
-// Condition, Semaphore), with their errors. Hand-written; the generated
+// Condition, Semaphore, Barrier, WaitGroup, ManualResetEvent,
+// AutoResetEvent), with their errors. Hand-written; the generated
 // binding's types are in binding.d.ts and are not part of the public API.
 
 // `Symbol.dispose` for TypeScript libs older than ESNext's disposable (as
@@ -81,6 +82,8 @@ export const E_ABORTED: 'ABORT_ERR'
 export const E_NOT_OWNER: 'ERR_LOCK_NOT_OWNER'
 /** `code` of DeadlockError. */
 export const E_DEADLOCK: 'ERR_LOCK_DEADLOCK'
+/** `code` of BarrierBrokenError. */
+export const E_BARRIER_BROKEN: 'ERR_BARRIER_BROKEN'
 
 /** The timeout passed before the lock or permit was acquired. Nothing is held, nothing stays queued. */
 export class LockTimeoutError extends Error {
@@ -105,6 +108,16 @@ export class LockOwnershipError extends Error {
 export class DeadlockError extends Error {
   readonly name: 'DeadlockError'
   readonly code: 'ERR_LOCK_DEADLOCK'
+}
+
+/**
+ * A Barrier's generation was broken: a party timed out or aborted, or
+ * `reset()` was called while parties waited. Every later `wait` throws it
+ * too, until `reset()`.
+ */
+export class BarrierBrokenError extends Error {
+  readonly name: 'BarrierBrokenError'
+  readonly code: 'ERR_BARRIER_BROKEN'
 }
 
 // --- locks -----------------------------------------------------------------
@@ -305,4 +318,73 @@ export class Semaphore {
 
   /** Runs `fn` holding a permit; resolves with its result; always gives the permit back. */
   runExclusive<T> (fn: () => T | PromiseLike<T>, options?: AcquireOptions): Promise<T>
+}
+
+/** Options of the async waits of Barrier, WaitGroup and the events. */
+export interface WaitOptions {
+  /** Give up after this many ms (≥ 0; default: forever). */
+  timeout?: number
+  /** Give up when it fires, with an AbortError. */
+  signal?: AbortSignalLike
+}
+
+/**
+ * A reusable barrier for `parties` threads or async calls, in 16 bytes of a
+ * SharedArrayBuffer (byteOffset a multiple of 8). Each generation opens when
+ * `parties` parties have called `wait`/`waitAsync`; the last one to arrive
+ * gets `true`, the others `false`. A party that times out (LockTimeoutError)
+ * or aborts (AbortError) breaks its generation: every other party of it, and
+ * every later `wait`, gets BarrierBrokenError until `reset()`. A generation
+ * has exactly one outcome: complete, or broken.
+ *
+ * A party whose thread dies while it waits counts as arrived: its generation
+ * completes when the others arrive; the next one misses it, and the others
+ * wait until their own timeout breaks it or `reset()`.
+ */
+export class Barrier {
+  /** Bytes one barrier takes in a buffer (16). */
+  static readonly BYTES: number
+
+  /**
+   * A barrier for `parties` (1 … 2^30) in a fresh buffer.
+   * @throws {TypeError} not a number
+   * @throws {RangeError} not an integer from 1 to 2^30
+   */
+  constructor (parties: number)
+  /**
+   * A barrier at `byteOffset` (a multiple of 8) of `buffer`. Pass `parties`
+   * only where it is created; copies rebuilt in other threads read it.
+   * @throws {RangeError} no `parties` and none stored at that offset
+   */
+  constructor (buffer: SharedArrayBuffer, byteOffset?: number, parties?: number)
+
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  /** Parties per generation. */
+  readonly parties: number
+  /** Parties waiting in the current generation now (a snapshot). */
+  readonly waiting: number
+  /** Whether the barrier is broken (until `reset()`). */
+  readonly isBroken: boolean
+
+  /**
+   * Blocks until the generation completes.
+   * @returns true for the party that arrived last, false for the others
+   * @throws {LockTimeoutError} not complete within `timeout` ms (it broke the barrier)
+   * @throws {BarrierBrokenError} the barrier is or got broken
+   */
+  wait (timeout?: number): boolean
+
+  /**
+   * Like wait, without blocking. Rejects with LockTimeoutError, AbortError
+   * (both break the barrier; an already aborted signal arrives nowhere) or
+   * BarrierBrokenError.
+   */
+  waitAsync (options?: WaitOptions): Promise<boolean>
+
+  /**
+   * Repairs a broken barrier; if parties are waiting, breaks their
+   * generation first (they get BarrierBrokenError). A new generation starts.
+   */
+  reset (): void
 }
