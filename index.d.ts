@@ -84,6 +84,8 @@ export const E_NOT_OWNER: 'ERR_LOCK_NOT_OWNER'
 export const E_DEADLOCK: 'ERR_LOCK_DEADLOCK'
 /** `code` of BarrierBrokenError. */
 export const E_BARRIER_BROKEN: 'ERR_BARRIER_BROKEN'
+/** `code` of NegativeCounterError. */
+export const E_NEGATIVE_COUNTER: 'ERR_NEGATIVE_COUNTER'
 
 /** The timeout passed before the lock or permit was acquired. Nothing is held, nothing stays queued. */
 export class LockTimeoutError extends Error {
@@ -118,6 +120,12 @@ export class DeadlockError extends Error {
 export class BarrierBrokenError extends Error {
   readonly name: 'BarrierBrokenError'
   readonly code: 'ERR_BARRIER_BROKEN'
+}
+
+/** A WaitGroup's counter would have gone below zero; it is left unchanged. */
+export class NegativeCounterError extends Error {
+  readonly name: 'NegativeCounterError'
+  readonly code: 'ERR_NEGATIVE_COUNTER'
 }
 
 // --- locks -----------------------------------------------------------------
@@ -387,4 +395,41 @@ export class Barrier {
    * generation first (they get BarrierBrokenError). A new generation starts.
    */
   reset (): void
+}
+
+/**
+ * Go's sync.WaitGroup (a countdown latch that may count up again), in 12
+ * bytes of a SharedArrayBuffer. `wait` returns true once the counter is
+ * zero; a waiter asleep when it reaches zero is released even if the counter
+ * goes up again before the waiter runs.
+ */
+export class WaitGroup {
+  /** Bytes one wait group takes in a buffer (12). */
+  static readonly BYTES: number
+
+  /** A wait group counting from `count` (default 0) in a fresh buffer. */
+  constructor (count?: number)
+  /** A wait group at `byteOffset` of `buffer`; pass `count` only where it is created. */
+  constructor (buffer: SharedArrayBuffer, byteOffset?: number, count?: number)
+
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  /** The counter now (a snapshot). */
+  readonly count: number
+
+  /**
+   * Adds `n` (an integer; may be negative). Reaching zero wakes every waiter.
+   * @throws {NegativeCounterError} the counter would go below zero (it is unchanged)
+   * @throws {RangeError} it would exceed 2^31 − 1 (unchanged), or `n` is not an integer
+   */
+  add (n: number): void
+
+  /** `add(-1)`. */
+  done (): void
+
+  /** Blocks until the counter is zero: true; false after `timeout` ms. */
+  wait (timeout?: number): boolean
+
+  /** Like wait, without blocking: resolves true / false; rejects with AbortError. */
+  waitAsync (options?: WaitOptions): Promise<boolean>
 }
