@@ -433,3 +433,67 @@ export class WaitGroup {
   /** Like wait, without blocking: resolves true / false; rejects with AbortError. */
   waitAsync (options?: WaitOptions): Promise<boolean>
 }
+
+/**
+ * An event that stays set until reset, in 8 bytes of a SharedArrayBuffer:
+ * `set()` releases every waiter, and every wait returns at once while it is
+ * set. A waiter asleep when `set()` is called is released even if `reset()`
+ * follows at once.
+ */
+export class ManualResetEvent {
+  /** Bytes one event takes in a buffer (8). */
+  static readonly BYTES: number
+
+  /** An event in a fresh buffer, set if `initiallySet`. */
+  constructor (initiallySet?: boolean)
+  /** An event at `byteOffset` of `buffer`; pass `initiallySet` only where it is created. */
+  constructor (buffer: SharedArrayBuffer, byteOffset?: number, initiallySet?: boolean)
+
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  /** Whether the event is set (a snapshot). */
+  readonly isSet: boolean
+
+  /** Sets the event and wakes every waiter. */
+  set (): void
+  /** Clears the event. */
+  reset (): void
+  /** Blocks until the event is set: true; false after `timeout` ms. */
+  wait (timeout?: number): boolean
+  /** Like wait, without blocking: resolves true / false; rejects with AbortError. */
+  waitAsync (options?: WaitOptions): Promise<boolean>
+}
+
+/**
+ * An event that releases one waiter per `set()`, in 4 bytes of a
+ * SharedArrayBuffer. With nobody waiting, the event stays set until one wait
+ * consumes it; setting a set event does nothing. N sets with N waiters
+ * waiting release exactly N. A waiter that times out or aborts after its
+ * set woke it passes the wake-up on. At most 32767 waiters at once.
+ */
+export class AutoResetEvent {
+  /** Bytes one event takes in a buffer (4). */
+  static readonly BYTES: number
+
+  /** An event in a fresh buffer, set if `initiallySet`. */
+  constructor (initiallySet?: boolean)
+  /** An event at `byteOffset` of `buffer`; pass `initiallySet` only where it is created. */
+  constructor (buffer: SharedArrayBuffer, byteOffset?: number, initiallySet?: boolean)
+
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  /** Whether the event is set: a wait now would consume it (a snapshot). */
+  readonly isSet: boolean
+
+  /** Releases one waiter, or leaves the event set if nobody waits. */
+  set (): void
+  /** Clears the event if it is set (sets already owed to waiters stay theirs). */
+  reset (): void
+  /**
+   * Blocks until released by a set: true; false after `timeout` ms.
+   * @throws {RangeError} 32767 waiters are waiting already
+   */
+  wait (timeout?: number): boolean
+  /** Like wait, without blocking: resolves true / false; rejects with AbortError. */
+  waitAsync (options?: WaitOptions): Promise<boolean>
+}

@@ -5,6 +5,7 @@ const { Condition } = require('./lib/condition')
 const { Semaphore } = require('./lib/semaphore')
 const { Barrier } = require('./lib/barrier')
 const { WaitGroup } = require('./lib/wait-group')
+const { ManualResetEvent, AutoResetEvent } = require('./lib/event')
 const errors = require('./lib/errors')
 
 module.exports = {
@@ -17,6 +18,8 @@ module.exports = {
   Semaphore,
   Barrier,
   WaitGroup,
+  ManualResetEvent,
+  AutoResetEvent,
   LockTimeoutError: errors.LockTimeoutError,
   AbortError: errors.AbortError,
   LockOwnershipError: errors.LockOwnershipError,
