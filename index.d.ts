@@ -1,6 +1,7 @@
 // Types of `shared-futex`: the futex core (wait / notify / waitAsync /
 // setKeepAlive) and the synchronisation primitives built on it (AsyncLock,
-// Condition, Semaphore), with their errors. Hand-written; the generated
+// Condition, Semaphore, Barrier, WaitGroup, ManualResetEvent,
+// AutoResetEvent), with their errors. Hand-written; the generated
 // binding's types are in binding.d.ts and are not part of the public API.
 
 // `Symbol.dispose` for TypeScript libs older than ESNext's disposable (as
@@ -81,6 +82,10 @@ export const E_ABORTED: 'ABORT_ERR'
 export const E_NOT_OWNER: 'ERR_LOCK_NOT_OWNER'
 /** `code` of DeadlockError. */
 export const E_DEADLOCK: 'ERR_LOCK_DEADLOCK'
+/** `code` of BarrierBrokenError. */
+export const E_BARRIER_BROKEN: 'ERR_BARRIER_BROKEN'
+/** `code` of NegativeCounterError. */
+export const E_NEGATIVE_COUNTER: 'ERR_NEGATIVE_COUNTER'
 
 /** The timeout passed before the lock or permit was acquired. Nothing is held, nothing stays queued. */
 export class LockTimeoutError extends Error {
@@ -105,6 +110,22 @@ export class LockOwnershipError extends Error {
 export class DeadlockError extends Error {
   readonly name: 'DeadlockError'
   readonly code: 'ERR_LOCK_DEADLOCK'
+}
+
+/**
+ * A Barrier's generation was broken: a party timed out or aborted, or
+ * `reset()` was called while parties waited. Every later `wait` throws it
+ * too, until `reset()`.
+ */
+export class BarrierBrokenError extends Error {
+  readonly name: 'BarrierBrokenError'
+  readonly code: 'ERR_BARRIER_BROKEN'
+}
+
+/** A WaitGroup's counter would have gone below zero; it is left unchanged. */
+export class NegativeCounterError extends Error {
+  readonly name: 'NegativeCounterError'
+  readonly code: 'ERR_NEGATIVE_COUNTER'
 }
 
 // --- locks -----------------------------------------------------------------
@@ -305,4 +326,174 @@ export class Semaphore {
 
   /** Runs `fn` holding a permit; resolves with its result; always gives the permit back. */
   runExclusive<T> (fn: () => T | PromiseLike<T>, options?: AcquireOptions): Promise<T>
+}
+
+/** Options of the async waits of Barrier, WaitGroup and the events. */
+export interface WaitOptions {
+  /** Give up after this many ms (≥ 0; default: forever). */
+  timeout?: number
+  /** Give up when it fires, with an AbortError. */
+  signal?: AbortSignalLike
+}
+
+/**
+ * A reusable barrier for `parties` threads or async calls, in 16 bytes of a
+ * SharedArrayBuffer (byteOffset a multiple of 8). Each generation opens when
+ * `parties` parties have called `wait`/`waitAsync`; the last one to arrive
+ * gets `true`, the others `false`. A party that times out (LockTimeoutError)
+ * or aborts (AbortError) breaks its generation: every other party of it, and
+ * every later `wait`, gets BarrierBrokenError until `reset()`. A generation
+ * has exactly one outcome: complete, or broken.
+ *
+ * A party whose thread dies while it waits counts as arrived: its generation
+ * completes when the others arrive; the next one misses it, and the others
+ * wait until their own timeout breaks it or `reset()`.
+ */
+export class Barrier {
+  /** Bytes one barrier takes in a buffer (16). */
+  static readonly BYTES: number
+
+  /**
+   * A barrier for `parties` (1 … 2^30) in a fresh buffer.
+   * @throws {TypeError} not a number
+   * @throws {RangeError} not an integer from 1 to 2^30
+   */
+  constructor (parties: number)
+  /**
+   * A barrier at `byteOffset` (a multiple of 8) of `buffer`. Pass `parties`
+   * only where it is created; copies rebuilt in other threads read it.
+   * @throws {RangeError} no `parties` and none stored at that offset
+   */
+  constructor (buffer: SharedArrayBuffer, byteOffset?: number, parties?: number)
+
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  /** Parties per generation. */
+  readonly parties: number
+  /** Parties waiting in the current generation now (a snapshot). */
+  readonly waiting: number
+  /** Whether the barrier is broken (until `reset()`). */
+  readonly isBroken: boolean
+
+  /**
+   * Blocks until the generation completes.
+   * @returns true for the party that arrived last, false for the others
+   * @throws {LockTimeoutError} not complete within `timeout` ms (it broke the barrier)
+   * @throws {BarrierBrokenError} the barrier is or got broken
+   */
+  wait (timeout?: number): boolean
+
+  /**
+   * Like wait, without blocking. Rejects with LockTimeoutError, AbortError
+   * (both break the barrier; an already aborted signal arrives nowhere) or
+   * BarrierBrokenError.
+   */
+  waitAsync (options?: WaitOptions): Promise<boolean>
+
+  /**
+   * Repairs a broken barrier; if parties are waiting, breaks their
+   * generation first (they get BarrierBrokenError). A new generation starts.
+   */
+  reset (): void
+}
+
+/**
+ * Go's sync.WaitGroup (a countdown latch that may count up again), in 12
+ * bytes of a SharedArrayBuffer. `wait` returns true once the counter is
+ * zero; a waiter asleep when it reaches zero is released even if the counter
+ * goes up again before the waiter runs.
+ */
+export class WaitGroup {
+  /** Bytes one wait group takes in a buffer (12). */
+  static readonly BYTES: number
+
+  /** A wait group counting from `count` (default 0) in a fresh buffer. */
+  constructor (count?: number)
+  /** A wait group at `byteOffset` of `buffer`; pass `count` only where it is created. */
+  constructor (buffer: SharedArrayBuffer, byteOffset?: number, count?: number)
+
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  /** The counter now (a snapshot). */
+  readonly count: number
+
+  /**
+   * Adds `n` (an integer; may be negative). Reaching zero wakes every waiter.
+   * @throws {NegativeCounterError} the counter would go below zero (it is unchanged)
+   * @throws {RangeError} it would exceed 2^31 − 1 (unchanged), or `n` is not an integer
+   */
+  add (n: number): void
+
+  /** `add(-1)`. */
+  done (): void
+
+  /** Blocks until the counter is zero: true; false after `timeout` ms. */
+  wait (timeout?: number): boolean
+
+  /** Like wait, without blocking: resolves true / false; rejects with AbortError. */
+  waitAsync (options?: WaitOptions): Promise<boolean>
+}
+
+/**
+ * An event that stays set until reset, in 8 bytes of a SharedArrayBuffer:
+ * `set()` releases every waiter, and every wait returns at once while it is
+ * set. A waiter asleep when `set()` is called is released even if `reset()`
+ * follows at once.
+ */
+export class ManualResetEvent {
+  /** Bytes one event takes in a buffer (8). */
+  static readonly BYTES: number
+
+  /** An event in a fresh buffer, set if `initiallySet`. */
+  constructor (initiallySet?: boolean)
+  /** An event at `byteOffset` of `buffer`; pass `initiallySet` only where it is created. */
+  constructor (buffer: SharedArrayBuffer, byteOffset?: number, initiallySet?: boolean)
+
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  /** Whether the event is set (a snapshot). */
+  readonly isSet: boolean
+
+  /** Sets the event and wakes every waiter. */
+  set (): void
+  /** Clears the event. */
+  reset (): void
+  /** Blocks until the event is set: true; false after `timeout` ms. */
+  wait (timeout?: number): boolean
+  /** Like wait, without blocking: resolves true / false; rejects with AbortError. */
+  waitAsync (options?: WaitOptions): Promise<boolean>
+}
+
+/**
+ * An event that releases one waiter per `set()`, in 4 bytes of a
+ * SharedArrayBuffer. With nobody waiting, the event stays set until one wait
+ * consumes it; setting a set event does nothing. N sets with N waiters
+ * waiting release exactly N. A waiter that times out or aborts after its
+ * set woke it passes the wake-up on. At most 32767 waiters at once.
+ */
+export class AutoResetEvent {
+  /** Bytes one event takes in a buffer (4). */
+  static readonly BYTES: number
+
+  /** An event in a fresh buffer, set if `initiallySet`. */
+  constructor (initiallySet?: boolean)
+  /** An event at `byteOffset` of `buffer`; pass `initiallySet` only where it is created. */
+  constructor (buffer: SharedArrayBuffer, byteOffset?: number, initiallySet?: boolean)
+
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  /** Whether the event is set: a wait now would consume it (a snapshot). */
+  readonly isSet: boolean
+
+  /** Releases one waiter, or leaves the event set if nobody waits. */
+  set (): void
+  /** Clears the event if it is set (sets already owed to waiters stay theirs). */
+  reset (): void
+  /**
+   * Blocks until released by a set: true; false after `timeout` ms.
+   * @throws {RangeError} 32767 waiters are waiting already
+   */
+  wait (timeout?: number): boolean
+  /** Like wait, without blocking: resolves true / false; rejects with AbortError. */
+  waitAsync (options?: WaitOptions): Promise<boolean>
 }

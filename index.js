@@ -3,6 +3,9 @@ const futex = require('./lib/futex')
 const { AsyncLock } = require('./lib/lock')
 const { Condition } = require('./lib/condition')
 const { Semaphore } = require('./lib/semaphore')
+const { Barrier } = require('./lib/barrier')
+const { WaitGroup } = require('./lib/wait-group')
+const { ManualResetEvent, AutoResetEvent } = require('./lib/event')
 const errors = require('./lib/errors')
 
 module.exports = {
@@ -13,14 +16,22 @@ module.exports = {
   AsyncLock,
   Condition,
   Semaphore,
+  Barrier,
+  WaitGroup,
+  ManualResetEvent,
+  AutoResetEvent,
   LockTimeoutError: errors.LockTimeoutError,
   AbortError: errors.AbortError,
   LockOwnershipError: errors.LockOwnershipError,
   DeadlockError: errors.DeadlockError,
+  BarrierBrokenError: errors.BarrierBrokenError,
+  NegativeCounterError: errors.NegativeCounterError,
   ACQUIRED: errors.ACQUIRED,
   OWNER_DIED: errors.OWNER_DIED,
   E_TIMEOUT: errors.E_TIMEOUT,
   E_ABORTED: errors.E_ABORTED,
   E_NOT_OWNER: errors.E_NOT_OWNER,
-  E_DEADLOCK: errors.E_DEADLOCK
+  E_DEADLOCK: errors.E_DEADLOCK,
+  E_BARRIER_BROKEN: errors.E_BARRIER_BROKEN,
+  E_NEGATIVE_COUNTER: errors.E_NEGATIVE_COUNTER
 }

@@ -7,6 +7,8 @@
 //   AbortError          ABORT_ERR            the AbortSignal fired first (`cause` is signal.reason)
 //   LockOwnershipError  ERR_LOCK_NOT_OWNER   unlock / Condition.wait by a thread that does not hold the lock
 //   DeadlockError       ERR_LOCK_DEADLOCK    a blocking lock() by a thread that already holds the lock
+//   BarrierBrokenError  ERR_BARRIER_BROKEN   a Barrier's generation was broken (a party timed out or aborted, or reset())
+//   NegativeCounterError ERR_NEGATIVE_COUNTER a WaitGroup.add / done that would take the counter below zero
 //
 // AbortError has the name and code of Node's own AbortError, so code that
 // checks `err.name === 'AbortError'` treats it like any aborted Node API.
@@ -15,6 +17,8 @@ const E_TIMEOUT = 'ERR_LOCK_TIMEOUT'
 const E_ABORTED = 'ABORT_ERR'
 const E_NOT_OWNER = 'ERR_LOCK_NOT_OWNER'
 const E_DEADLOCK = 'ERR_LOCK_DEADLOCK'
+const E_BARRIER_BROKEN = 'ERR_BARRIER_BROKEN'
+const E_NEGATIVE_COUNTER = 'ERR_NEGATIVE_COUNTER'
 
 // Acquisition outcomes. OWNER_DIED means: acquired, but the previous owner's
 // thread ended while holding the lock (POSIX robust mutexes' EOWNERDEAD), so
@@ -42,6 +46,8 @@ const LockTimeoutError = define('LockTimeoutError', E_TIMEOUT, 'The timeout pass
 const AbortError = define('AbortError', E_ABORTED, 'The operation was aborted')
 const LockOwnershipError = define('LockOwnershipError', E_NOT_OWNER, 'The lock is not held by this thread')
 const DeadlockError = define('DeadlockError', E_DEADLOCK, 'This thread already holds the lock')
+const BarrierBrokenError = define('BarrierBrokenError', E_BARRIER_BROKEN, 'The barrier is broken: a party timed out or aborted, or it was reset')
+const NegativeCounterError = define('NegativeCounterError', E_NEGATIVE_COUNTER, 'The counter would go below zero')
 
 function abortError (signal) {
   return new AbortError(undefined, { cause: signal.reason })
@@ -52,11 +58,15 @@ module.exports = {
   AbortError,
   LockOwnershipError,
   DeadlockError,
+  BarrierBrokenError,
+  NegativeCounterError,
   abortError,
   E_TIMEOUT,
   E_ABORTED,
   E_NOT_OWNER,
   E_DEADLOCK,
+  E_BARRIER_BROKEN,
+  E_NEGATIVE_COUNTER,
   ACQUIRED,
   OWNER_DIED
 }

@@ -55,7 +55,7 @@ function go (ctl, warmMs = 0) {
   Atomics.notify(ctl, GO)
 }
 
-// Starts one worker per spec ({ file, data }), each with `ctl` in its
+// Starts one worker per spec ({ file, data, transfer? }), each with `ctl` in its
 // workerData. Returns { workers, results, done }: `results[i]` is the first
 // message worker i posts; `done` resolves once every worker has exited.
 function start (specs, ctl) {
@@ -63,7 +63,7 @@ function start (specs, ctl) {
   const workers = []
   const exits = []
   for (let i = 0; i < specs.length; i++) {
-    const w = new Worker(specs[i].file, { workerData: { ...specs[i].data, ctl } })
+    const w = new Worker(specs[i].file, { workerData: { ...specs[i].data, ctl }, transferList: specs[i].transfer || [] })
     workers.push(w)
     w.once('message', (m) => { results[i] = m })
     exits.push(new Promise((resolve, reject) => {
