@@ -13,7 +13,7 @@ const { internal } = require('../lib/futex')
 const { until, inbox } = require('./util')
 const { holdables, cellsOf } = require('./fixtures/holdables')
 
-const WORKER = path.join(__dirname, 'fixtures', 'toolbox-worker.js')
+const WORKER = path.join(__dirname, 'fixtures', 'holdable-worker.js')
 const HAS_ABORT = typeof AbortController === 'function'
 const isTimeout = { name: 'LockTimeoutError', code: 'ERR_LOCK_TIMEOUT' }
 const isAbort = { name: 'AbortError', code: 'ABORT_ERR' }
