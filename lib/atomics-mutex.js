@@ -128,14 +128,18 @@ function ownerDied (m) {
 
 // lock(timeout) that answers ~deadlock~ with the proposal's TypeError and a
 // timeout with null.
+// The uncontended path is the lock's own compareExchange: the holder check
+// comes only after it failed (lock() makes it before waiting).
 function acquire (what, m, timeout) {
-  if (heldByThisThread(viewOf(m[LOCK], what))) throw deadlock(what)
+  const lock = m[LOCK]
   if (timeout === 0) {
-    const r = m[LOCK].tryLock()
-    return r === false ? null : r
+    const r = lock.tryLock()
+    if (r !== false) return r
+    if (heldByThisThread(viewOf(lock, what))) throw deadlock(what)
+    return null
   }
   try {
-    return m[LOCK].lock(timeout)
+    return lock.lock(timeout)
   } catch (e) {
     if (e instanceof LockTimeoutError) return null
     if (e instanceof DeadlockError) throw deadlock(what)
