@@ -1,7 +1,7 @@
 // Types of `shared-futex`: the futex core (wait / notify / waitAsync /
 // setKeepAlive) and the synchronisation primitives built on it (AsyncLock,
 // Condition, Semaphore, Barrier, WaitGroup, ManualResetEvent,
-// AutoResetEvent), with their errors. Hand-written; the generated
+// AutoResetEvent, Once), with their errors. Hand-written; the generated
 // binding's types are in binding.d.ts and are not part of the public API.
 
 // `Symbol.dispose` for TypeScript libs older than ESNext's disposable (as
@@ -496,4 +496,63 @@ export class AutoResetEvent {
   wait (timeout?: number): boolean
   /** Like wait, without blocking: resolves true / false; rejects with AbortError. */
   waitAsync (options?: WaitOptions): Promise<boolean>
+}
+
+/** What `Once.run` / `Once.runAsync` pass to `fn`. */
+export interface OnceInfo {
+  /**
+   * A previous run of `fn` was cut short by its thread ending inside it:
+   * what it did may be half-done.
+   */
+  readonly ownerDied: boolean
+}
+
+/**
+ * One-time initialisation shared by every thread, in 12 bytes of a
+ * SharedArrayBuffer (an AsyncLock and a state word; rebuild copies with
+ * `new Once(once.buffer, once.byteOffset)`). Exactly one thread runs `fn`;
+ * the others wait for it. If `fn` throws (or its promise rejects) or its
+ * thread dies inside it, the Once stays not done and the next caller runs
+ * `fn` again. Once done, a call is one `Atomics.load`.
+ */
+export class Once {
+  /** Bytes one Once takes in a buffer (12). */
+  static readonly BYTES: number
+
+  /**
+   * @param buffer a fresh one if omitted; its bytes must start zeroed
+   * @param byteOffset a multiple of 4, with 12 bytes room (default 0)
+   * @throws {TypeError} not a SharedArrayBuffer, or a non-number offset
+   * @throws {RangeError} an unaligned, negative or out-of-range offset
+   */
+  constructor (buffer?: SharedArrayBuffer, byteOffset?: number)
+
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  /** Whether `fn` has run to completion (once true, always true). */
+  readonly isDone: boolean
+
+  /**
+   * Blocking (workers; also Node's main thread). Runs `fn` unless done,
+   * waiting while another thread runs it.
+   * @returns `true` if this call ran `fn` to completion, `false` if it was done
+   * @throws whatever `fn` throws (the Once stays not done)
+   * @throws {TypeError} `fn` returned a promise (use runAsync); not done
+   * @throws {DeadlockError} called from inside its own `fn`, or while this
+   *   thread's runAsync of it is running `fn`
+   * @throws {LockTimeoutError} another thread's `fn` did not finish within `timeout` ms
+   */
+  run (fn: (info: OnceInfo) => void, timeout?: number): boolean
+
+  /**
+   * Without blocking. `fn` may return a promise: the Once is done when it
+   * fulfils. Resolves `true` if this call ran `fn` to completion, `false` if
+   * it was done; rejects with `fn`'s error, or with LockTimeoutError /
+   * AbortError when `timeout` / `signal` end the wait for another thread's
+   * `fn` (nothing is left held or queued). On a done Once it resolves
+   * `false` whatever the signal, without looking at it (nothing to wait for).
+   * A call from inside its own `fn` before `fn`'s first `await` rejects with
+   * DeadlockError; one awaited after it waits for itself forever.
+   */
+  runAsync (fn: (info: OnceInfo) => unknown, options?: AcquireOptions): Promise<boolean>
 }

@@ -6,6 +6,7 @@ const { Semaphore } = require('./lib/semaphore')
 const { Barrier } = require('./lib/barrier')
 const { WaitGroup } = require('./lib/wait-group')
 const { ManualResetEvent, AutoResetEvent } = require('./lib/event')
+const { Once } = require('./lib/once')
 const errors = require('./lib/errors')
 
 module.exports = {
@@ -20,6 +21,7 @@ module.exports = {
   WaitGroup,
   ManualResetEvent,
   AutoResetEvent,
+  Once,
   LockTimeoutError: errors.LockTimeoutError,
   AbortError: errors.AbortError,
   LockOwnershipError: errors.LockOwnershipError,

@@ -151,7 +151,7 @@ after(async () => {
 test('the main tarball holds the sources a build needs and nothing else', () => {
   const files = release.packed.files.map((f) => f.path)
   const allowed = [
-    /^(index|polyfill)\.(js|mjs|d\.ts)$/, /^binding\.(js|d\.ts)$/, /^lib\/[\w-]+\.js$/,
+    /^(index|polyfill|atomics-mutex)\.(js|mjs|d\.ts)$/, /^binding\.(js|d\.ts)$/, /^lib\/[\w-]+\.js$/,
     /^src\/\w+\.rs$/, /^crates\/futex-core\/(Cargo\.toml|src\/\w+\.rs)$/,
     /^(Cargo\.toml|Cargo\.lock|build\.rs)$/, /^scripts\/install\.js$/,
     /^(package\.json|README\.md|LICENSE)$/
@@ -188,6 +188,7 @@ test('prebuilt: npm install shared-futex installs only this platform\'s binary a
 
   const cjs = JSON.parse(run('node', ['consumer.cjs'], { cwd: dir, env }).stdout)
   assert.strictEqual(cjs.counter, cjs.expected)
+  assert.strictEqual(cjs.mutexCounter, cjs.expected)
   assert.strictEqual(cjs.woken, 'ok')
   assert.strictEqual(cjs.notEqual, 'not-equal')
   assert.deepStrictEqual(cjs.exitCodes, [0, 0])
@@ -195,7 +196,7 @@ test('prebuilt: npm install shared-futex installs only this platform\'s binary a
 
   const esm = JSON.parse(run('node', ['consumer.mjs'], { cwd: dir, env }).stdout)
   assert.deepStrictEqual(esm, {
-    sameInstance: true, notEqual: 'not-equal', woken: 1, value: 'ok', locked: true, ownerDied: 'owner-died', polyfill: true
+    sameInstance: true, notEqual: 'not-equal', woken: 1, value: 'ok', locked: true, ownerDied: 'owner-died', polyfill: true, mutex: true, once: true
   })
 })
 
