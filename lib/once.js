@@ -73,56 +73,46 @@ function checkOptions (what, options) {
 
 const isThenable = (x) => x !== null && (typeof x === 'object' || typeof x === 'function') && typeof x.then === 'function'
 
-// Runs fn(info) holding the lock (lta). Returns true when fn completed (STATE
-// is DONE); releases the lock however fn ends.
-function runHeldSync (ta, lta, fn, info) {
-  let result
+// Calls fn(info) holding the lock (lta), marked as running on this thread;
+// releases the lock if fn throws.
+function call (ta, lta, fn, info) {
   running.push(ta)
   try {
-    result = fn(info)
+    return fn(info)
   } catch (e) {
     release(lta)
     throw e
   } finally {
     running.pop()
   }
-  if (isThenable(result)) {
-    release(lta)
-    throw new TypeError('Once.run: fn returned a promise (or thenable); the Once stays not done. Use runAsync for an async fn')
-  }
+}
+
+// fn completed: the Once is done, and the lock is given back.
+function finish (ta, lta) {
   Atomics.store(ta, STATE, DONE)
   release(lta)
   return true
 }
 
+// Runs fn(info) holding the lock. Returns true when fn completed (STATE is
+// DONE); releases the lock however fn ends.
+function runHeldSync (ta, lta, fn, info) {
+  if (isThenable(call(ta, lta, fn, info))) {
+    release(lta)
+    throw new TypeError('Once.run: fn returned a promise (or thenable); the Once stays not done. Use runAsync for an async fn')
+  }
+  return finish(ta, lta)
+}
+
 // The same for runAsync: a thenable result is awaited; DONE is stored only
 // when it fulfils.
 function runHeldAsync (ta, lta, fn, info) {
-  let result
-  running.push(ta)
-  try {
-    result = fn(info)
-  } catch (e) {
+  const result = call(ta, lta, fn, info)
+  if (!isThenable(result)) return finish(ta, lta)
+  return Promise.resolve(result).then(() => finish(ta, lta), (e) => {
     release(lta)
     throw e
-  } finally {
-    running.pop()
-  }
-  if (!isThenable(result)) {
-    Atomics.store(ta, STATE, DONE)
-    release(lta)
-    return true
-  }
-  return Promise.resolve(result).then(
-    () => {
-      Atomics.store(ta, STATE, DONE)
-      release(lta)
-      return true
-    },
-    (e) => {
-      release(lta)
-      throw e
-    })
+  })
 }
 
 class Once {
