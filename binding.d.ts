@@ -115,3 +115,25 @@ export declare function queueLength(ta: unknown, index: number): number
 
 /** Watches this thread, `thread_id`, so that its end is recorded. */
 export declare function registerThread(threadId: number): void
+
+/**
+ * The contended release of `n` permits of the semaphore word `ta[index]`:
+ * hands them to the oldest queued acquirers, the rest to the word. Returns
+ * how many did not fit under the maximum count (0 normally).
+ */
+export declare function semaphoreRelease(ta: unknown, index: number, n: number): number
+
+/**
+ * Blocks until the caller holds a permit of the semaphore word
+ * `ta[index]`, or `timeout` ms pass. Returns 0 acquired, 1 timed out.
+ */
+export declare function semaphoreWait(ta: unknown, index: number, timeout: number): number
+
+/**
+ * One step of an async acquisition: takes a permit of the semaphore word
+ * `ta[index]` now (returns 0), or queues an async waiter in `slot` of this
+ * thread's table and returns its sequence number. Its promise then settles
+ * with 'handoff' (a release handed it a permit) or 'timed-out'. The JS
+ * layer keeps `ta` alive while the waiter is queued.
+ */
+export declare function semaphoreWaitAsync(ta: unknown, index: number, timeout: number, slot: number): number

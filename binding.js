@@ -848,3 +848,6 @@ module.exports.presenceBuffer = nativeBinding.presenceBuffer
 module.exports.probeAlive = nativeBinding.probeAlive
 module.exports.queueLength = nativeBinding.queueLength
 module.exports.registerThread = nativeBinding.registerThread
+module.exports.semaphoreRelease = nativeBinding.semaphoreRelease
+module.exports.semaphoreWait = nativeBinding.semaphoreWait
+module.exports.semaphoreWaitAsync = nativeBinding.semaphoreWaitAsync

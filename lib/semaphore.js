@@ -1,72 +1,53 @@
 'use strict'
 // Semaphore: a counting semaphore in 8 bytes of a SharedArrayBuffer.
 //
-//   cell      meaning
-//   COUNT     permits available (0 … 2^31 − 1)
-//   WAITERS   acquirers asleep or about to sleep on COUNT: release skips the
-//             native notify when it is 0
+// One int32 cell, WORD (the second cell is reserved and stays 0):
 //
-// acquire: take a permit with one compareExchange (COUNT − 1) if there is
-// one; otherwise count ourselves in WAITERS and sleep while COUNT is still 0.
-// release(n): add n (a compareExchange loop that refuses to overflow), then
-// wake n sleepers if WAITERS says there are any. A sleeper counts itself
-// before its sleep checks COUNT, and release adds before it reads WAITERS, so
-// either release sees the sleeper or the sleeper sees the permit.
+//   WORD      meaning
+//   n ≥ 0     n permits available, nobody queued
+//   -1        no permit available, acquirers queued: release calls the addon
+//
+// -1 (QUEUED) is set exactly when acquirers are queued on WORD (docs/lock.md).
+//
+// Uncontended, everything is pure JavaScript: acquire is one
+// compareExchange (n → n − 1), release another (n → n + k). Everything else
+// is decided by the addon under the lock of WORD's wait queue
+// (crates/futex-core/src/semaphore.rs):
+//
+//   park      take a permit if there is one, else set QUEUED and queue
+//             (blocking: in one native call; async: lib/acquire.js)
+//   release   hand one permit to each of the oldest acquirers queued
+//             ('handoff': they hold it when they wake), the rest to WORD;
+//             QUEUED stays iff more wait
+//   leave     an acquirer that times out, is aborted or whose thread stops
+//             clears QUEUED if it was last; one handed a permit it will not
+//             use releases it again
+//
+// Strictly first come, first served: while anyone is queued WORD holds no
+// permit, so tryAcquire and newcomers cannot take one past a queued acquirer.
 //
 // Permits have no owner: a thread that dies holding one does not give it
 // back (unlike AsyncLock, which recovers a dead owner's lock).
-const futex = require('./futex')
-const { runBlocking, runAsync } = require('./driver')
-const { LockTimeoutError, abortError } = require('./errors')
+const binding = require('./native')
 const held = require('./held')
-const { now, show, sharedView, timeoutOf, asyncOptions, callbackOf } = require('./options')
+const acquiring = require('./acquire')
+const { semaphoreAsync } = require('./futex').internal
+const { ACQUIRED, LockTimeoutError } = require('./errors')
+const { show, sharedView, timeoutOf, asyncOptions } = require('./options')
 
-const { notify } = futex
-
-const COUNT = 0
-const WAITERS = 1
+const WORD = 0
+const QUEUED = -1
 const MAX = 0x7fffffff
 const VIEW = Symbol('Semaphore view')
-const NEVER_CANCELLED = Object.freeze({ cancelled: false })
 
-const ACQUIRED = 0
+// Code of the addon's semaphoreWait (src/semaphore.rs).
 const TIMED_OUT = 1
-const CANCELLED = 2
 
 function tryTake (ta) {
   for (;;) {
-    const v = Atomics.load(ta, COUNT)
+    const v = Atomics.load(ta, WORD)
     if (v <= 0) return false
-    if (Atomics.compareExchange(ta, COUNT, v, v - 1) === v) return true
-  }
-}
-
-// A wake-up taken by an acquirer that leaves without a permit goes to the
-// next sleeper, if there is a permit for it.
-function passOn (ta, woken) {
-  if (woken && Atomics.load(ta, COUNT) > 0 && Atomics.load(ta, WAITERS) > 0) notify(ta, COUNT, 1)
-}
-
-function * take (ta, deadline, ctx) {
-  let woken = false
-  for (;;) {
-    if (ctx.cancelled) {
-      passOn(ta, woken)
-      return CANCELLED
-    }
-    if (tryTake(ta)) return ACQUIRED
-    let timeout = Infinity
-    if (deadline !== Infinity) {
-      timeout = deadline - now()
-      if (timeout <= 0) {
-        passOn(ta, woken)
-        return TIMED_OUT
-      }
-    }
-    Atomics.add(ta, WAITERS, 1)
-    const r = yield { index: COUNT, value: 0, timeout }
-    Atomics.sub(ta, WAITERS, 1)
-    woken = r === 'ok'
+    if (Atomics.compareExchange(ta, WORD, v, v - 1) === v) return true
   }
 }
 
@@ -80,27 +61,33 @@ function permitsOf (what, n) {
 
 function give (ta, n) {
   for (;;) {
-    const v = Atomics.load(ta, COUNT)
+    const v = Atomics.load(ta, WORD)
+    if (v === QUEUED) {
+      const refused = binding.semaphoreRelease(ta, WORD, n)
+      if (refused === 0) return
+      throw new RangeError(`Semaphore.release: ${refused} of ${n} permits would exceed ${MAX}`)
+    }
     if (v > MAX - n) throw new RangeError(`Semaphore.release: ${v} + ${n} permits would exceed ${MAX}`)
-    if (Atomics.compareExchange(ta, COUNT, v, v + n) === v) break
+    if (Atomics.compareExchange(ta, WORD, v, v + n) === v) return
   }
-  if (Atomics.load(ta, WAITERS) > 0) notify(ta, COUNT, n)
-}
-
-function acquireAsync (ta, opts, what) {
-  const signal = opts.signal
-  if (signal !== undefined && signal.aborted) return Promise.reject(abortError(signal))
-  if (tryTake(ta)) return Promise.resolve()
-  const timeout = opts.timeout
-  const deadline = timeout === Infinity ? Infinity : now() + timeout
-  const ctx = { cancelled: false }
-  return runAsync(ta, take(ta, deadline, ctx), ctx, signal).then((r) => {
-    if (r === TIMED_OUT) throw new LockTimeoutError(`${what}: no permit within ${timeout} ms`)
-    if (r === CANCELLED) throw abortError(signal)
-  })
 }
 
 const giveOne = (ta) => give(ta, 1)
+
+// The protocol for lib/acquire.js. A permit is only ever handed over, so
+// there is no wake-up to compete to pass on.
+const PROTOCOL = {
+  index: WORD,
+  now: (ta, opts) => !(opts.signal !== undefined && opts.signal.aborted) && tryTake(ta),
+  park (ta, waited, remaining) {
+    const q = semaphoreAsync(ta, WORD, remaining)
+    return q === 0 ? ACQUIRED : q
+  },
+  release: giveOne,
+  passOn () {},
+  info: () => undefined,
+  missing: 'no permit'
+}
 
 class Semaphore {
   /**
@@ -113,38 +100,40 @@ class Semaphore {
     if (typeof buffer === 'number') {
       const n = permitsOf('Semaphore', buffer)
       this[VIEW] = sharedView('Semaphore', undefined, undefined, Semaphore.BYTES)
-      Atomics.store(this[VIEW], COUNT, n)
+      Atomics.store(this[VIEW], WORD, n)
       return
     }
     if (buffer === undefined) throw new TypeError('Semaphore: expected a number of permits or a SharedArrayBuffer')
     const n = permits === undefined ? undefined : permitsOf('Semaphore', permits)
     this[VIEW] = sharedView('Semaphore', buffer, byteOffset, Semaphore.BYTES)
-    if (n !== undefined) Atomics.store(this[VIEW], COUNT, n)
+    if (n !== undefined) Atomics.store(this[VIEW], WORD, n)
   }
 
   get buffer () { return this[VIEW].buffer }
   get byteOffset () { return this[VIEW].byteOffset }
 
   /** Permits available now (a snapshot). */
-  get value () { return Atomics.load(this[VIEW], COUNT) }
+  get value () {
+    const v = Atomics.load(this[VIEW], WORD)
+    return v === QUEUED ? 0 : v
+  }
 
   /** Blocks until a permit is taken; throws LockTimeoutError after `timeout` ms. */
   acquire (timeout) {
     const t = timeoutOf('Semaphore.acquire', timeout)
     const ta = this[VIEW]
     if (tryTake(ta)) return
-    const deadline = t === Infinity ? Infinity : now() + t
-    if (runBlocking(ta, take(ta, deadline, NEVER_CANCELLED)) === TIMED_OUT) {
+    if (t === 0 || binding.semaphoreWait(ta, WORD, t) === TIMED_OUT) {
       throw new LockTimeoutError(`Semaphore.acquire: no permit within ${t} ms`)
     }
   }
 
-  /** Takes a permit if one is available now. */
+  /** Takes a permit if one is available now (never past a queued acquirer). */
   tryAcquire () {
     return tryTake(this[VIEW])
   }
 
-  /** Gives back `permits` (default 1) and wakes as many waiters. */
+  /** Gives back `permits` (default 1): to the oldest acquirers queued first. */
   release (permits) {
     const n = permits === undefined ? 1 : permitsOf('Semaphore.release', permits)
     if (n > 0) give(this[VIEW], n)
@@ -159,20 +148,13 @@ class Semaphore {
       return Promise.reject(e)
     }
     const ta = this[VIEW]
-    return acquireAsync(ta, opts, 'Semaphore.acquireAsync').then(() => held.releaser(giveOne, ta))
+    if (PROTOCOL.now(ta, opts)) return Promise.resolve(held.releaser(giveOne, ta))
+    return acquiring.acquire(PROTOCOL, ta, opts, 'Semaphore.acquireAsync').then(() => held.releaser(giveOne, ta))
   }
 
   /** Runs fn() holding a permit; resolves with its result, always releasing. */
   runExclusive (fn, options) {
-    let opts
-    try {
-      callbackOf('Semaphore.runExclusive', fn)
-      opts = asyncOptions('Semaphore.runExclusive', options)
-    } catch (e) {
-      return Promise.reject(e)
-    }
-    const ta = this[VIEW]
-    return acquireAsync(ta, opts, 'Semaphore.runExclusive').then(() => held.runHeld(fn, undefined, giveOne, ta))
+    return acquiring.exclusive(PROTOCOL, this[VIEW], fn, options, 'Semaphore.runExclusive', false)
   }
 }
 

@@ -17,6 +17,7 @@ mod cell;
 pub mod lock;
 pub mod raw;
 mod resolver;
+pub mod semaphore;
 
 use cell::Cell;
 use resolver::Token;
