@@ -118,7 +118,8 @@ export declare function registerThread(threadId: number): void
 
 /**
  * The contended release of `n` permits of the semaphore word `ta[index]`:
- * hands them to the oldest queued acquirers, the rest to the word. Returns
+ * each goes to the oldest queued acquirer (handed over if it has waited
+ * 1 ms, else added to the word for it to compete), the rest to the word. Returns
  * how many did not fit under the maximum count (0 normally).
  */
 export declare function semaphoreRelease(ta: unknown, index: number, n: number): number
@@ -130,10 +131,11 @@ export declare function semaphoreRelease(ta: unknown, index: number, n: number):
 export declare function semaphoreWait(ta: unknown, index: number, timeout: number): number
 
 /**
- * One step of an async acquisition: takes a permit of the semaphore word
- * `ta[index]` now (returns 0), or queues an async waiter in `slot` of this
- * thread's table and returns its sequence number. Its promise then settles
- * with 'handoff' (a release handed it a permit) or 'timed-out'. The JS
- * layer keeps `ta` alive while the waiter is queued.
+ * One step of an async acquisition whose caller has waited `waited` ms so
+ * far: takes a permit of the semaphore word `ta[index]` now (returns 0), or
+ * queues an async waiter in `slot` of this thread's table and returns its
+ * sequence number. Its promise then settles with 'handoff' (a release
+ * handed it a permit), 'ok' (a permit was released: try again) or
+ * 'timed-out'. The JS layer keeps `ta` alive while the waiter is queued.
  */
-export declare function semaphoreWaitAsync(ta: unknown, index: number, timeout: number, slot: number): number
+export declare function semaphoreWaitAsync(ta: unknown, index: number, waited: number, timeout: number, slot: number): number

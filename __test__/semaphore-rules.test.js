@@ -1,9 +1,9 @@
 'use strict'
-// Semaphore's rules, beyond the count: permits go to the oldest queued
-// acquirers first (tryAcquire and newcomers cannot take one past them), a
-// permit handed to an acquirer that is being aborted goes on to the next
-// one, and an acquirer whose thread ends loses nothing (child processes
-// with hard timeouts).
+// Semaphore's rules, beyond the count: a permit released while acquirers
+// have waited 1 ms is handed to the oldest (tryAcquire and newcomers cannot
+// take it past them), a permit handed to an acquirer that is being aborted
+// goes on to the next one, and an acquirer whose thread ends loses nothing
+// (child processes with hard timeouts).
 const assert = require('assert')
 const path = require('path')
 const { test, describe } = require('./harness')
@@ -12,15 +12,25 @@ const { runChild } = require('./util')
 const { sleepers, handle, startWorker, until } = require('./fixtures/lock-util')
 
 const HAS_ABORT = typeof AbortController === 'function'
+const { performance } = require('perf_hooks')
+
+// Until every acquirer queued before the call has waited over 1 ms (the age
+// from which a release hands it the permit): a condition on the clock, not
+// a sleep for something else to happen.
+function age () {
+  const from = performance.now()
+  while (performance.now() - from < 2) {}
+}
 const waitersCell = (sem) => new Int32Array(sem.buffer, sem.byteOffset, 2)[1]
 
-describe('Semaphore: first come, first served (the protocol in the addon)', () => {
+describe('Semaphore: queued acquirers first (the protocol in the addon)', () => {
   test('permits go to the oldest acquirers in order; tryAcquire cannot take one past them', async () => {
     const sem = new Semaphore(0)
     const order = []
     const releases = []
     const done = [0, 1, 2].map((i) => sem.acquireAsync().then((release) => { order.push(i); releases.push(release) }))
     await until(() => sleepers(sem) === 3, 'three acquirers to queue')
+    age()
     sem.release()
     assert.strictEqual(sem.tryAcquire(), false, 'the released permit went to the queue, not to the word')
     assert.strictEqual(sem.value, 0)
@@ -42,6 +52,7 @@ describe('Semaphore: first come, first served (the protocol in the addon)', () =
     let mine = false
     const p = sem.acquireAsync().then((release) => { mine = true; return release })
     await until(() => sleepers(sem) === 2, 'the main thread to queue behind it')
+    age()
     sem.release()
     assert.strictEqual((await w.next('result')).error, null, 'the worker got the permit')
     await w.exit
@@ -57,6 +68,7 @@ describe('Semaphore: first come, first served (the protocol in the addon)', () =
     const first = sem.acquireAsync({ signal: ac.signal })
     const second = sem.acquireAsync()
     await until(() => sleepers(sem) === 2, 'two acquirers to queue')
+    age()
     sem.release() // hands the permit to the first...
     ac.abort() // ...which can no longer be taken out of the queue
     await assert.rejects(first, { name: 'AbortError' })

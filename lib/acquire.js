@@ -89,12 +89,13 @@ function exclusive (p, ta, fn, options, what, deferred) {
   } catch (e) {
     return Promise.reject(e)
   }
-  const run = (status) => held.runHeld(fn, p.info(status), p.release, ta)
-  const attempt = () => {
-    if (!p.now(ta, opts)) return acquire(p, ta, opts, what).then(run)
-    return deferred ? run(ACQUIRED) : RESOLVED.then(() => run(ACQUIRED))
+  if (deferred) {
+    return RESOLVED.then(() => p.now(ta, opts)
+      ? held.runHeld(fn, p.info(ACQUIRED), p.release, ta)
+      : acquire(p, ta, opts, what).then((status) => held.runHeld(fn, p.info(status), p.release, ta)))
   }
-  return deferred ? RESOLVED.then(attempt) : attempt()
+  if (p.now(ta, opts)) return RESOLVED.then(() => held.runHeld(fn, p.info(ACQUIRED), p.release, ta))
+  return acquire(p, ta, opts, what).then((status) => held.runHeld(fn, p.info(status), p.release, ta))
 }
 
 module.exports = { acquire, acquireAsync, exclusive }

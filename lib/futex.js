@@ -311,9 +311,10 @@ function lockAsync (ta, index, me, waited, timeout) {
   return parkAsync(ta, (slot) => binding.lockWaitAsync(ta, index, me, waited, timeout, slot))
 }
 
-// The semaphore word ta[index]: 0 if it took a permit now.
-function semaphoreAsync (ta, index, timeout) {
-  return parkAsync(ta, (slot) => binding.semaphoreWaitAsync(ta, index, timeout, slot))
+// The semaphore word ta[index], by a caller that has waited `waited` ms: 0
+// if it took a permit now.
+function semaphoreAsync (ta, index, waited, timeout) {
+  return parkAsync(ta, (slot) => binding.semaphoreWaitAsync(ta, index, waited, timeout, slot))
 }
 
 // Takes a queued waiter back out (`token` as enqueueAsync returned it). True

@@ -3,28 +3,30 @@
 //
 // One int32 cell, WORD (the second cell is reserved and stays 0):
 //
-//   WORD      meaning
-//   n ≥ 0     n permits available, nobody queued
-//   -1        no permit available, acquirers queued: release calls the addon
+//   WORD        meaning
+//   n           n permits available, nobody queued
+//   Q + n       n permits available, acquirers queued: release must call the addon
 //
-// -1 (QUEUED) is set exactly when acquirers are queued on WORD (docs/lock.md).
+// Q is the sign bit (WORD < 0), n at most 2^31 − 1. Q is set exactly when
+// acquirers are queued on WORD (docs/lock.md).
 //
 // Uncontended, everything is pure JavaScript: acquire is one
-// compareExchange (n → n − 1), release another (n → n + k). Everything else
-// is decided by the addon under the lock of WORD's wait queue
-// (crates/futex-core/src/semaphore.rs):
+// compareExchange (w → w − 1 when w holds a permit, Q or not), release
+// another (n → n + k). Everything else is decided by the addon under the
+// lock of WORD's wait queue (crates/futex-core/src/semaphore.rs):
 //
-//   park      take a permit if there is one, else set QUEUED and queue
+//   park      take a permit if there is one, else set Q and queue
 //             (blocking: in one native call; async: lib/acquire.js)
-//   release   hand one permit to each of the oldest acquirers queued
-//             ('handoff': they hold it when they wake), the rest to WORD;
-//             QUEUED stays iff more wait
+//   release   per permit, wake the oldest acquirer queued; if it has waited
+//             1 ms, hand it the permit ('handoff': it holds it when it
+//             wakes), else add the permit to WORD and let it compete ('ok');
+//             Q stays set iff more wait; the rest goes to WORD
 //   leave     an acquirer that times out, is aborted or whose thread stops
-//             clears QUEUED if it was last; one handed a permit it will not
-//             use releases it again
+//             clears Q if it was last; one handed a permit it will not use
+//             releases it again
 //
-// Strictly first come, first served: while anyone is queued WORD holds no
-// permit, so tryAcquire and newcomers cannot take one past a queued acquirer.
+// So tryAcquire and newcomers take a permit past a queued acquirer for at
+// most 1 ms (AsyncLock's rule, for AsyncLock's reason: docs/lock.md).
 //
 // Permits have no owner: a thread that dies holding one does not give it
 // back (unlike AsyncLock, which recovers a dead owner's lock).
@@ -36,8 +38,7 @@ const { ACQUIRED, LockTimeoutError } = require('./errors')
 const { show, sharedView, timeoutOf, asyncOptions } = require('./options')
 
 const WORD = 0
-const QUEUED = -1
-const MAX = 0x7fffffff
+const MAX = 0x7fffffff // the permits of a word: w & MAX; Q: w < 0
 const VIEW = Symbol('Semaphore view')
 
 // Code of the addon's semaphoreWait (src/semaphore.rs).
@@ -46,9 +47,24 @@ const TIMED_OUT = 1
 function tryTake (ta) {
   for (;;) {
     const v = Atomics.load(ta, WORD)
-    if (v <= 0) return false
+    if ((v & MAX) === 0) return false
     if (Atomics.compareExchange(ta, WORD, v, v - 1) === v) return true
   }
+}
+
+// Before queueing, spin briefly while no permit is free and nobody is
+// queued, as AsyncLock does (holders often give a permit back within a
+// microsecond); acquirers queued end the spin: queue behind them.
+function spinTake (ta) {
+  for (let i = 0; i < 100; i++) {
+    const v = Atomics.load(ta, WORD)
+    if ((v & MAX) !== 0) {
+      if (Atomics.compareExchange(ta, WORD, v, v - 1) === v) return true
+    } else if (v < 0) {
+      return false
+    }
+  }
+  return false
 }
 
 function permitsOf (what, n) {
@@ -62,7 +78,7 @@ function permitsOf (what, n) {
 function give (ta, n) {
   for (;;) {
     const v = Atomics.load(ta, WORD)
-    if (v === QUEUED) {
+    if (v < 0) {
       const refused = binding.semaphoreRelease(ta, WORD, n)
       if (refused === 0) return
       throw new RangeError(`Semaphore.release: ${refused} of ${n} permits would exceed ${MAX}`)
@@ -74,17 +90,18 @@ function give (ta, n) {
 
 const giveOne = (ta) => give(ta, 1)
 
-// The protocol for lib/acquire.js. A permit is only ever handed over, so
-// there is no wake-up to compete to pass on.
+// The protocol for lib/acquire.js. A wake-up to compete that will not be
+// used is passed on by taking the permit and releasing it, which wakes the
+// next acquirer.
 const PROTOCOL = {
   index: WORD,
-  now: (ta, opts) => !(opts.signal !== undefined && opts.signal.aborted) && tryTake(ta),
+  now: (ta, opts) => !(opts.signal !== undefined && opts.signal.aborted) && (tryTake(ta) || spinTake(ta)),
   park (ta, waited, remaining) {
-    const q = semaphoreAsync(ta, WORD, remaining)
+    const q = semaphoreAsync(ta, WORD, waited, remaining)
     return q === 0 ? ACQUIRED : q
   },
   release: giveOne,
-  passOn () {},
+  passOn (ta) { if (tryTake(ta)) give(ta, 1) },
   info: () => undefined,
   missing: 'no permit'
 }
@@ -114,21 +131,20 @@ class Semaphore {
 
   /** Permits available now (a snapshot). */
   get value () {
-    const v = Atomics.load(this[VIEW], WORD)
-    return v === QUEUED ? 0 : v
+    return Atomics.load(this[VIEW], WORD) & MAX
   }
 
   /** Blocks until a permit is taken; throws LockTimeoutError after `timeout` ms. */
   acquire (timeout) {
     const t = timeoutOf('Semaphore.acquire', timeout)
     const ta = this[VIEW]
-    if (tryTake(ta)) return
+    if (tryTake(ta) || spinTake(ta)) return
     if (t === 0 || binding.semaphoreWait(ta, WORD, t) === TIMED_OUT) {
       throw new LockTimeoutError(`Semaphore.acquire: no permit within ${t} ms`)
     }
   }
 
-  /** Takes a permit if one is available now (never past a queued acquirer). */
+  /** Takes a permit if one is available now. */
   tryAcquire () {
     return tryTake(this[VIEW])
   }

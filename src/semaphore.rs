@@ -2,6 +2,8 @@
 //! the contended paths of `lib/semaphore.js`. The uncontended acquire and
 //! release never come here: they are one compare-exchange each in JavaScript.
 
+use std::time::{Duration, Instant};
+
 use futex_core::semaphore::Taken;
 use futex_core::RawSemaphore;
 use napi::{Env, Error, JsValue, Result, Status, Unknown};
@@ -11,8 +13,9 @@ use crate::cell::Cell;
 use crate::resolver::Token;
 use crate::{deadline, js_alive, queued, this_resolver, SLICE, TABLE};
 
-/// The protocol of every semaphore word in the process.
-pub(crate) static SEMAPHORE: RawSemaphore = RawSemaphore;
+/// The protocol of every semaphore word in the process: an acquirer that
+/// has waited 1 ms is handed the next permit released, as the lock does.
+pub(crate) static SEMAPHORE: RawSemaphore = RawSemaphore { fair_after: Duration::from_millis(1) };
 
 /// Result codes shared with `lib/semaphore.js`.
 const ACQUIRED: u32 = 0;
@@ -44,28 +47,32 @@ pub fn semaphore_wait(env: Env, ta: Unknown, index: f64, timeout: f64) -> Result
     Ok(if r == Taken::Acquired { ACQUIRED } else { TIMED_OUT })
 }
 
-/// One step of an async acquisition: takes a permit of the semaphore word
-/// `ta[index]` now (returns 0), or queues an async waiter in `slot` of this
-/// thread's table and returns its sequence number. Its promise then settles
-/// with 'handoff' (a release handed it a permit) or 'timed-out'. The JS
-/// layer keeps `ta` alive while the waiter is queued.
+/// One step of an async acquisition whose caller has waited `waited` ms so
+/// far: takes a permit of the semaphore word `ta[index]` now (returns 0), or
+/// queues an async waiter in `slot` of this thread's table and returns its
+/// sequence number. Its promise then settles with 'handoff' (a release
+/// handed it a permit), 'ok' (a permit was released: try again) or
+/// 'timed-out'. The JS layer keeps `ta` alive while the waiter is queued.
 #[napi(js_name = "semaphoreWaitAsync")]
-pub fn semaphore_wait_async(env: Env, ta: Unknown, index: f64, timeout: f64, slot: u32) -> Result<f64> {
+pub fn semaphore_wait_async(env: Env, ta: Unknown, index: f64, waited: f64, timeout: f64, slot: u32) -> Result<f64> {
     let owner = this_resolver()?;
+    let since =
+        Instant::now().checked_sub(Duration::from_secs_f64(waited.max(0.0) / 1000.0)).unwrap_or_else(Instant::now);
     // SAFETY: handles of this call.
     let key = unsafe { word(&env, &ta, index)? };
     let at = deadline(timeout);
     let token = || Token::new(slot, true, at.is_some()).0;
     // SAFETY: the array argument keeps the word alive during the call, and
     // the JS layer keeps it alive while the waiter is queued.
-    match unsafe { SEMAPHORE.acquire_async(&TABLE, key, owner.clone(), token) } {
+    match unsafe { SEMAPHORE.acquire_async(&TABLE, key, since, owner.clone(), token) } {
         Some(ticket) => Ok(queued(&owner, ticket, at)),
         None => Ok(0.0),
     }
 }
 
 /// The contended release of `n` permits of the semaphore word `ta[index]`:
-/// hands them to the oldest queued acquirers, the rest to the word. Returns
+/// each goes to the oldest queued acquirer (handed over if it has waited
+/// 1 ms, else added to the word for it to compete), the rest to the word. Returns
 /// how many did not fit under the maximum count (0 normally).
 #[napi(js_name = "semaphoreRelease")]
 pub fn semaphore_release(env: Env, ta: Unknown, index: f64, n: u32) -> Result<u32> {

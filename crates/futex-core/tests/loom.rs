@@ -885,15 +885,18 @@ fn lock_owner_teardown_vs_cancel() {
 
 // --- the semaphore protocol (futex_core::semaphore) -------------------------
 //
-// Each model leaks a fresh word (`&'static`, as for the lock). Invariants
-// checked after every model: no permit lost or duplicated (the permits the
-// waiters were handed plus those in the word equal those released), and the
-// word says `QUEUED` exactly when acquirers are queued.
+// Each model leaks a fresh word (`&'static`, as for the lock), and uses a
+// protocol that hands every permit over (`FAIR`) or none (`UNFAIR`: woken
+// acquirers compete). Invariants checked after every model: no permit lost
+// or duplicated (the permits the acquirers were handed plus those in the
+// word equal those released), and `Q` is set exactly when acquirers are
+// queued.
 
-use futex_core::semaphore::{Taken, QUEUED, TOKEN_PERMIT};
+use futex_core::semaphore::{Taken, MAX as PERMITS, Q, TOKEN_PERMIT, TOKEN_RETRY as PERMIT_RETRY};
 use futex_core::RawSemaphore;
 
-static SEMAPHORE: RawSemaphore = RawSemaphore;
+static FAIR: RawSemaphore = RawSemaphore { fair_after: Duration::ZERO };
+static UNFAIR: RawSemaphore = RawSemaphore { fair_after: Duration::MAX };
 
 fn semaphore(permits: u32) -> (&'static AtomicU32, Arc<WaitTable>) {
     (Box::leak(Box::new(AtomicU32::new(permits))), Arc::new(WaitTable::new(1)))
@@ -901,78 +904,100 @@ fn semaphore(permits: u32) -> (&'static AtomicU32, Arc<WaitTable>) {
 
 /// The permits in a word.
 fn permits(word: &AtomicU32) -> u32 {
-    match word.load(SeqCst) {
-        QUEUED => 0,
-        n => n,
-    }
+    word.load(SeqCst) & PERMITS
 }
 
-/// `QUEUED` says exactly whether anyone is queued.
+/// `Q` says exactly whether anyone is queued.
 fn assert_queued_matches(word: &AtomicU32, table: &WaitTable) {
     let queued = table.len(key_of(word)) > 0;
-    assert_eq!(word.load(SeqCst) == QUEUED, queued, "word {:#x}, queued {queued}", word.load(SeqCst));
+    assert_eq!(word.load(SeqCst) & Q != 0, queued, "word {:#x}, queued {queued}", word.load(SeqCst));
 }
 
 /// Queues an async acquirer (the word holds no permit).
-fn acquire_async(table: &WaitTable, word: &'static AtomicU32, owner: Arc<dyn Owner>) -> Ticket {
+fn acquire_async(
+    sem: &'static RawSemaphore,
+    table: &WaitTable,
+    word: &'static AtomicU32,
+    owner: Arc<dyn Owner>,
+) -> Ticket {
     // SAFETY: the word is leaked: alive for the whole model.
-    unsafe { SEMAPHORE.acquire_async(table, key(word), owner, next_token) }.expect("no permit: the acquirer queues")
+    unsafe { sem.acquire_async(table, key(word), Instant::now(), owner, next_token) }
+        .expect("no permit: the acquirer queues")
 }
 
-fn release(table: &WaitTable, word: &'static AtomicU32, n: u32) -> u32 {
+fn acquire(sem: &'static RawSemaphore, table: &WaitTable, word: &'static AtomicU32, stopping: bool) -> Taken {
     // SAFETY: as above.
-    unsafe { SEMAPHORE.release(table, key(word), n) }
+    unsafe { sem.acquire(table, key(word), None, Duration::from_secs(1), || stopping) }
 }
 
-/// Whether an async acquirer was handed a permit.
-fn handed(owner: &Recorder) -> bool {
-    match unparked(owner) {
-        Some(token) => {
-            assert_eq!(token, TOKEN_PERMIT);
-            true
-        }
-        None => false,
-    }
+fn release(sem: &'static RawSemaphore, table: &WaitTable, word: &'static AtomicU32, n: u32) -> u32 {
+    // SAFETY: as above.
+    unsafe { sem.release(table, key(word), n) }
 }
 
-/// A release races the deadline of W's async acquirer: W is handed the
-/// permit (the word stays 0) or W timed out and the permit is in the word.
-/// Never both, never neither.
+/// The token an async acquirer was woken with, if it was.
+fn woken_with(owner: &Recorder) -> Option<u32> {
+    unparked(owner)
+}
+
+/// FAIR's release races the deadline of W's async acquirer: W is handed the
+/// permit (the word stays empty) or W timed out and the permit is in the
+/// word. Never both, never neither.
 #[test]
 fn semaphore_handoff_vs_timeout() {
     model("semaphore_handoff_vs_timeout", || {
         let (word, table) = semaphore(0);
         let owner = Recorder::new();
-        let ticket = acquire_async(&table, word, owner.clone());
-        assert_eq!(word.load(SeqCst), QUEUED);
+        let ticket = acquire_async(&FAIR, &table, word, owner.clone());
+        assert_eq!(word.load(SeqCst), Q);
         let releaser = {
             let table = table.clone();
-            loom::thread::spawn(move || assert_eq!(release(&table, word, 1), 0))
+            loom::thread::spawn(move || assert_eq!(release(&FAIR, &table, word, 1), 0))
         };
         let timed_out = table.timeout(ticket);
         releaser.join().unwrap();
-        let got = handed(&owner);
+        let got = woken_with(&owner) == Some(TOKEN_PERMIT);
         assert!(got != timed_out, "handed {got}, timed out {timed_out}");
         assert_eq!(u32::from(got) + permits(word), 1, "a permit lost or duplicated");
         assert_queued_matches(word, &table);
     });
 }
 
-/// The same race with an abort: a cancelled acquirer gets nothing and the
+/// UNFAIR's release races the deadline: the permit is in the word either
+/// way, and W was woken to compete for it or timed out, not both.
+#[test]
+fn semaphore_retry_vs_timeout() {
+    model("semaphore_retry_vs_timeout", || {
+        let (word, table) = semaphore(0);
+        let owner = Recorder::new();
+        let ticket = acquire_async(&UNFAIR, &table, word, owner.clone());
+        let releaser = {
+            let table = table.clone();
+            loom::thread::spawn(move || assert_eq!(release(&UNFAIR, &table, word, 1), 0))
+        };
+        let timed_out = table.timeout(ticket);
+        releaser.join().unwrap();
+        assert!((woken_with(&owner) == Some(PERMIT_RETRY)) != timed_out);
+        assert_eq!(word.load(SeqCst), 1);
+        assert_queued_matches(word, &table);
+    });
+}
+
+/// FAIR's release races an abort: a cancelled acquirer gets nothing and the
 /// permit stays in the word; one not cancelled in time holds it.
 #[test]
 fn semaphore_handoff_vs_cancel() {
     model("semaphore_handoff_vs_cancel", || {
         let (word, table) = semaphore(0);
         let owner = Recorder::new();
-        let ticket = acquire_async(&table, word, owner.clone());
+        let ticket = acquire_async(&FAIR, &table, word, owner.clone());
         let releaser = {
             let table = table.clone();
-            loom::thread::spawn(move || assert_eq!(release(&table, word, 1), 0))
+            loom::thread::spawn(move || assert_eq!(release(&FAIR, &table, word, 1), 0))
         };
         let cancelled = table.cancel(ticket);
         releaser.join().unwrap();
-        assert!(handed(&owner) != cancelled);
+        assert!((woken_with(&owner) == Some(TOKEN_PERMIT)) != cancelled);
         assert_eq!(u32::from(!cancelled) + permits(word), 1, "a permit lost or duplicated");
         assert_queued_matches(word, &table);
     });
@@ -980,88 +1005,92 @@ fn semaphore_handoff_vs_cancel() {
 
 /// A blocking acquirer parks while a permit is released: no lost wake-up
 /// (an acquirer left parked deadlocks the model); it ends up with the
-/// permit, whether it took it from the word or was handed it.
+/// permit, taken from the word, handed over, or competed for.
 #[test]
 fn semaphore_park_vs_release() {
-    model("semaphore_park_vs_release", || {
-        let (word, table) = semaphore(0);
-        let acquirer = {
-            let table = table.clone();
-            loom::thread::spawn(move || {
-                // SAFETY: the word is leaked.
-                unsafe { SEMAPHORE.acquire(&table, key(word), None, Duration::from_secs(1), || false) }
-            })
-        };
-        assert_eq!(release(&table, word, 1), 0);
-        assert_eq!(acquirer.join().unwrap(), Taken::Acquired);
-        assert_eq!(word.load(SeqCst), 0);
-        assert_queued_matches(word, &table);
-    });
+    for sem in [&FAIR, &UNFAIR] {
+        model("semaphore_park_vs_release", move || {
+            let (word, table) = semaphore(0);
+            let acquirer = {
+                let table = table.clone();
+                loom::thread::spawn(move || acquire(sem, &table, word, false))
+            };
+            assert_eq!(release(sem, &table, word, 1), 0);
+            assert_eq!(acquirer.join().unwrap(), Taken::Acquired);
+            assert_eq!(word.load(SeqCst), 0);
+            assert_queued_matches(word, &table);
+        });
+    }
 }
 
-/// A release of two permits races the timeout of the first of two queued
-/// acquirers: the second always gets one, the first gets the other or it
-/// goes to the word. Two permits in all, never more.
+/// FAIR's release of two permits races the timeout of the first of two
+/// queued acquirers: the second always gets one, the first gets the other
+/// or it goes to the word. Two permits in all, never more.
 #[test]
 fn semaphore_release_many_vs_timeout() {
     model("semaphore_release_many_vs_timeout", || {
         let (word, table) = semaphore(0);
         let (first, second) = (Recorder::new(), Recorder::new());
-        let ticket = acquire_async(&table, word, first.clone());
-        acquire_async(&table, word, second.clone());
+        let ticket = acquire_async(&FAIR, &table, word, first.clone());
+        acquire_async(&FAIR, &table, word, second.clone());
         let releaser = {
             let table = table.clone();
-            loom::thread::spawn(move || assert_eq!(release(&table, word, 2), 0))
+            loom::thread::spawn(move || assert_eq!(release(&FAIR, &table, word, 2), 0))
         };
         let timed_out = table.timeout(ticket);
         releaser.join().unwrap();
-        assert!(handed(&second), "the second acquirer was passed over");
-        assert!(handed(&first) != timed_out);
+        assert_eq!(woken_with(&second), Some(TOKEN_PERMIT), "the second acquirer was passed over");
+        assert!((woken_with(&first) == Some(TOKEN_PERMIT)) != timed_out);
         assert_eq!(u32::from(!timed_out) + 1 + permits(word), 2, "a permit lost or duplicated");
         assert_queued_matches(word, &table);
     });
 }
 
-/// A release hands W's permit while W's thread is torn down (marked dead,
-/// its waiters removed); X waits behind W. The permit ends up with exactly
-/// one of them: W if the handoff reached it alive, else X (handed on by W's
-/// teardown, or by the release that found W gone). Never both, never
-/// neither, nothing left in the word.
+/// A release wakes W (handing it the permit, or to compete) while W's
+/// thread is torn down (marked dead, its waiters removed); X waits behind
+/// W. The wake-up ends up with exactly one of them: W if it reached W
+/// alive, else X (passed on by W's teardown, or by the release that found W
+/// gone). A handed permit is never in the word as well; a permit to compete
+/// for always is.
 #[test]
-fn semaphore_handoff_vs_waiter_thread_teardown() {
-    model("semaphore_handoff_vs_waiter_thread_teardown", || {
-        let (word, table) = semaphore(0);
-        let w_owner = Arc::new(Passing {
-            dead: loom::sync::atomic::AtomicBool::new(false),
-            table: table.clone(),
-            log: Mutex::default(),
+fn semaphore_wakeup_vs_waiter_thread_teardown() {
+    for sem in [&FAIR, &UNFAIR] {
+        model("semaphore_wakeup_vs_waiter_thread_teardown", move || {
+            let (word, table) = semaphore(0);
+            let w_owner = Arc::new(Passing {
+                dead: loom::sync::atomic::AtomicBool::new(false),
+                table: table.clone(),
+                log: Mutex::default(),
+            });
+            let x_owner = Recorder::new();
+            acquire_async(sem, &table, word, w_owner.clone());
+            acquire_async(sem, &table, word, x_owner.clone());
+            let teardown = {
+                let (table, w_owner) = (table.clone(), w_owner.clone());
+                loom::thread::spawn(move || {
+                    w_owner.dead.store(true, SeqCst);
+                    let owner: Arc<dyn Owner> = w_owner;
+                    table.remove_owner(&owner, |_| {})
+                })
+            };
+            assert_eq!(release(sem, &table, word, 1), 0);
+            teardown.join().unwrap();
+            let expected = if std::ptr::eq(sem, &FAIR) { TOKEN_PERMIT } else { PERMIT_RETRY };
+            let w_kept = match w_owner.log.lock().unwrap().as_slice() {
+                [] => false,
+                [(_, AsyncOutcome::Unparked(t, _))] => {
+                    assert_eq!(*t, expected);
+                    true
+                }
+                other => panic!("unexpected outcomes for W {other:?}"),
+            };
+            let x_woken = woken_with(&x_owner);
+            assert!(x_woken.is_none() || x_woken == Some(expected));
+            assert!(w_kept != x_woken.is_some(), "W kept it: {w_kept}, X woken: {x_woken:?}");
+            assert_eq!(permits(word), u32::from(expected == PERMIT_RETRY), "a permit lost or duplicated");
+            assert_queued_matches(word, &table);
         });
-        let x_owner = Recorder::new();
-        acquire_async(&table, word, w_owner.clone());
-        acquire_async(&table, word, x_owner.clone());
-        let teardown = {
-            let (table, w_owner) = (table.clone(), w_owner.clone());
-            loom::thread::spawn(move || {
-                w_owner.dead.store(true, SeqCst);
-                let owner: Arc<dyn Owner> = w_owner;
-                table.remove_owner(&owner, |_| {})
-            })
-        };
-        assert_eq!(release(&table, word, 1), 0);
-        teardown.join().unwrap();
-        let w_kept = match w_owner.log.lock().unwrap().as_slice() {
-            [] => false,
-            [(_, AsyncOutcome::Unparked(t, _))] => {
-                assert_eq!(*t, TOKEN_PERMIT);
-                true
-            }
-            other => panic!("unexpected outcomes for W {other:?}"),
-        };
-        let x_handed = handed(&x_owner);
-        assert!(w_kept != x_handed, "W kept it: {w_kept}, X was handed it: {x_handed}");
-        assert_eq!(permits(word), 0, "a permit duplicated");
-        assert_queued_matches(word, &table);
-    });
+    }
 }
 
 /// A permit handed to a blocking acquirer whose thread is stopping is
@@ -1073,25 +1102,19 @@ fn semaphore_handoff_to_a_stopping_acquirer_is_passed_on() {
         let (word, table) = semaphore(0);
         let stopping = {
             let table = table.clone();
-            loom::thread::spawn(move || {
-                // SAFETY: the word is leaked.
-                unsafe { SEMAPHORE.acquire(&table, key(word), None, Duration::from_secs(1), || true) }
-            })
+            loom::thread::spawn(move || acquire(&FAIR, &table, word, true))
         };
         while table.len(key(word)) < 1 {
             loom::thread::yield_now();
         }
         let behind = {
             let table = table.clone();
-            loom::thread::spawn(move || {
-                // SAFETY: the word is leaked.
-                unsafe { SEMAPHORE.acquire(&table, key(word), None, Duration::from_secs(1), || false) }
-            })
+            loom::thread::spawn(move || acquire(&FAIR, &table, word, false))
         };
         while table.len(key(word)) < 2 {
             loom::thread::yield_now();
         }
-        assert_eq!(release(&table, word, 1), 0);
+        assert_eq!(release(&FAIR, &table, word, 1), 0);
         assert_eq!(stopping.join().unwrap(), Taken::Interrupted);
         assert_eq!(behind.join().unwrap(), Taken::Acquired);
         assert_eq!(word.load(SeqCst), 0);
@@ -1099,21 +1122,63 @@ fn semaphore_handoff_to_a_stopping_acquirer_is_passed_on() {
     });
 }
 
-/// W's deadline passes while X queues: whichever goes first, the word says
-/// `QUEUED` while one of them is queued, and 0 once both have left.
+/// W's deadline passes while X queues: whichever goes first, `Q` is set
+/// while one of them is queued, and clear once both have left.
 #[test]
-fn semaphore_timeout_vs_park_keeps_the_queued_word_exact() {
-    model("semaphore_timeout_vs_park_keeps_the_queued_word_exact", || {
+fn semaphore_timeout_vs_park_keeps_the_queued_bit_exact() {
+    model("semaphore_timeout_vs_park_keeps_the_queued_bit_exact", || {
         let (word, table) = semaphore(0);
-        let ticket = acquire_async(&table, word, Recorder::new());
+        let ticket = acquire_async(&FAIR, &table, word, Recorder::new());
         let timer = {
             let table = table.clone();
             loom::thread::spawn(move || assert!(table.timeout(ticket)))
         };
-        let x = acquire_async(&table, word, Recorder::new());
+        let x = acquire_async(&FAIR, &table, word, Recorder::new());
         timer.join().unwrap();
         assert_queued_matches(word, &table);
         assert!(table.cancel(x));
+        assert_eq!(word.load(SeqCst), 0);
+        assert_queued_matches(word, &table);
+    });
+}
+
+/// JavaScript's fast paths, which carry `Q` along: take a permit if the
+/// word holds one; give one back without the addon unless `Q` is set.
+fn try_take(word: &AtomicU32) -> bool {
+    let w = word.load(SeqCst);
+    w & PERMITS != 0 && word.compare_exchange(w, w - 1, SeqCst, SeqCst).is_ok()
+}
+
+fn give_back(sem: &'static RawSemaphore, table: &WaitTable, word: &'static AtomicU32) {
+    let w = word.load(SeqCst);
+    if w & Q != 0 || word.compare_exchange(w, w + 1, SeqCst, SeqCst).is_err() {
+        assert_eq!(release(sem, table, word, 1), 0);
+    }
+}
+
+/// UNFAIR: a newcomer's fast path takes the permit a release added for the
+/// woken acquirer B, then gives it back. B queues again and is not left
+/// asleep; it ends with the permit, and the word with nothing.
+#[test]
+fn semaphore_barging_newcomer_vs_woken_acquirer() {
+    model("semaphore_barging_newcomer_vs_woken_acquirer", || {
+        let (word, table) = semaphore(0);
+        let acquirer = {
+            let table = table.clone();
+            loom::thread::spawn(move || acquire(&UNFAIR, &table, word, false))
+        };
+        while table.len(key(word)) < 1 {
+            loom::thread::yield_now();
+        }
+        let releaser = {
+            let table = table.clone();
+            loom::thread::spawn(move || assert_eq!(release(&UNFAIR, &table, word, 1), 0))
+        };
+        if try_take(word) {
+            give_back(&UNFAIR, &table, word);
+        }
+        releaser.join().unwrap();
+        assert_eq!(acquirer.join().unwrap(), Taken::Acquired);
         assert_eq!(word.load(SeqCst), 0);
         assert_queued_matches(word, &table);
     });

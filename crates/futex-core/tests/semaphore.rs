@@ -1,6 +1,7 @@
 //! The semaphore protocol (`futex_core::semaphore`) with real threads:
-//! first come, first served, no permit taken past a queued acquirer, a
-//! deadline, and a release that would overflow. Tests synchronise on the
+//! permits handed to the oldest acquirers once they have waited
+//! `fair_after`, no permit taken past them then, a deadline, and a release
+//! that would overflow. Tests synchronise on the
 //! table's state and the word, never on sleeps.
 #![cfg(not(loom))]
 
@@ -9,10 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use futex_core::semaphore::{Taken, MAX, QUEUED};
+use futex_core::semaphore::{Taken, MAX, Q};
 use futex_core::{Key, RawSemaphore, WaitTable};
 
-static SEMAPHORE: RawSemaphore = RawSemaphore;
+/// Hands every permit over: an acquirer has always waited long enough.
+static SEMAPHORE: RawSemaphore = RawSemaphore { fair_after: Duration::ZERO };
 const HANG: Duration = Duration::from_secs(20);
 const SLICE: Duration = Duration::from_secs(1);
 
@@ -32,7 +34,7 @@ fn acquire(table: &WaitTable, w: &'static AtomicU32, deadline: Option<Instant>) 
 /// JavaScript's uncontended acquire: one compare-exchange if a permit is there.
 fn try_acquire(w: &AtomicU32) -> bool {
     let v = w.load(SeqCst);
-    v != QUEUED && v > 0 && w.compare_exchange(v, v - 1, SeqCst, SeqCst).is_ok()
+    v & MAX != 0 && w.compare_exchange(v, v - 1, SeqCst, SeqCst).is_ok()
 }
 
 fn wait_until(what: &str, cond: impl Fn() -> bool) {
@@ -57,7 +59,7 @@ fn permits_go_to_the_oldest_acquirers_first_and_nobody_takes_one_past_them() {
         }));
         wait_until("the acquirer to queue", || table.len(key(w)) == i + 1);
     }
-    assert_eq!(w.load(SeqCst), QUEUED);
+    assert_eq!(w.load(SeqCst), Q);
     // SAFETY: the word is leaked.
     assert_eq!(unsafe { SEMAPHORE.release(&table, key(w), 1) }, 0);
     assert!(!try_acquire(w), "a permit was taken past the queued acquirers");
