@@ -23,6 +23,28 @@ export declare function addressOf(ta: unknown): number
  */
 export declare function cancelAsync(ta: unknown, index: number, seq: number): boolean
 
+/**
+ * Wakes up to `count` waiters of the condition word `ta[index]` (whose
+ * sequence the caller bumped, seeing the waiters bit). Returns how many woke.
+ */
+export declare function conditionNotify(ta: unknown, index: number, count: number): number
+
+/**
+ * Blocks while the condition word `ta[index]` holds the sequence `seen`
+ * (as read, with or without the waiters bit), until notified or `timeout`
+ * ms pass. Returns 0 (notified, or the sequence had moved on) or 1 (timed out).
+ */
+export declare function conditionWait(ta: unknown, index: number, seen: number, timeout: number): number
+
+/**
+ * Queues an async waiter in `slot` of this thread's table if the condition
+ * word `ta[index]` still holds the sequence `seen`, and returns its sequence
+ * number (0: the sequence moved on, nothing is queued). Its promise then
+ * settles with 'ok' (notified) or 'timed-out'. The JS layer keeps `ta`
+ * alive while the waiter is queued.
+ */
+export declare function conditionWaitAsync(ta: unknown, index: number, seen: number, timeout: number, slot: number): number
+
 export declare function diagnostics(): Diagnostics
 
 /**

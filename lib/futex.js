@@ -317,6 +317,12 @@ function semaphoreAsync (ta, index, waited, timeout) {
   return parkAsync(ta, (slot) => binding.semaphoreWaitAsync(ta, index, waited, timeout, slot))
 }
 
+// The condition word ta[index], if it still holds the sequence `seen`: 0 if
+// it moved on (nothing queued).
+function conditionAsync (ta, index, seen, timeout) {
+  return parkAsync(ta, (slot) => binding.conditionWaitAsync(ta, index, seen, timeout, slot))
+}
+
 // Takes a queued waiter back out (`token` as enqueueAsync returned it). True
 // if it had not been woken or timed out yet: it consumed no wake-up, and its
 // promise settles with 'cancelled'.
@@ -399,6 +405,7 @@ module.exports = {
     enqueueAsync,
     lockAsync,
     semaphoreAsync,
+    conditionAsync,
     cancelAsync,
     isThreadAlive: binding.isThreadAlive,
     queueLength: binding.queueLength,

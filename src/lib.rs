@@ -14,6 +14,7 @@ use napi_derive::napi;
 use parking_lot::Mutex;
 
 mod cell;
+pub mod condition;
 pub mod lock;
 pub mod raw;
 mod resolver;

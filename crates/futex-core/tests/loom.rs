@@ -1183,3 +1183,104 @@ fn semaphore_barging_newcomer_vs_woken_acquirer() {
         assert_queued_matches(word, &table);
     });
 }
+
+// --- the condition variable protocol (futex_core::condvar) -------------------
+//
+// JavaScript's notify is one fetch-add of 2 on the word, then the addon only
+// if the value it replaced had `W`. Invariants: no wake-up lost (a sleeper
+// left parked deadlocks the model), and `W` is set exactly when waiters are
+// queued.
+
+use futex_core::condvar::{Waited, W as WAITING};
+use futex_core::RawCondvar;
+
+static CONDVAR: RawCondvar = RawCondvar;
+
+fn js_notify(table: &WaitTable, word: &'static AtomicU32, count: usize) -> usize {
+    if word.fetch_add(2, SeqCst) & WAITING == 0 {
+        return 0;
+    }
+    // SAFETY: the word is leaked: alive for the whole model.
+    unsafe { CONDVAR.notify(table, key(word), count) }
+}
+
+fn assert_waiting_matches(word: &AtomicU32, table: &WaitTable) {
+    let queued = table.len(key_of(word)) > 0;
+    assert_eq!(word.load(SeqCst) & WAITING != 0, queued, "word {:#x}, queued {queued}", word.load(SeqCst));
+}
+
+/// A sleeper read the sequence and sleeps while a notifier bumps it and
+/// notifies: either the sleeper saw the new sequence, or the notify saw `W`
+/// and woke it. Never left asleep.
+#[test]
+fn condvar_wait_vs_notify() {
+    for count in [1, usize::MAX] {
+        model("condvar_wait_vs_notify", move || {
+            let word: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(4)));
+            let table = Arc::new(WaitTable::new(1));
+            let seen = word.load(SeqCst);
+            let notifier = {
+                let table = table.clone();
+                loom::thread::spawn(move || js_notify(&table, word, count))
+            };
+            // SAFETY: the word is leaked.
+            let r = unsafe { CONDVAR.wait(&table, key(word), seen, None, Duration::from_secs(1), || false) };
+            let woken = notifier.join().unwrap();
+            assert_eq!(r, Waited::Ok);
+            assert!(woken <= 1);
+            assert_eq!(word.load(SeqCst) & !WAITING, 6);
+            assert_waiting_matches(word, &table);
+        });
+    }
+}
+
+/// A notify races the deadline of an async sleeper: exactly one of them
+/// takes it out of the queue, and `W` ends clear.
+#[test]
+fn condvar_notify_vs_timeout() {
+    model("condvar_notify_vs_timeout", || {
+        let word: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+        let table = Arc::new(WaitTable::new(1));
+        let owner = Recorder::new();
+        // SAFETY: the word is leaked.
+        let ticket = unsafe { CONDVAR.wait_async(&table, key(word), 0, owner.clone(), next_token) }.expect("queued");
+        let notifier = {
+            let table = table.clone();
+            loom::thread::spawn(move || js_notify(&table, word, 1))
+        };
+        let timed_out = table.timeout(ticket);
+        let woken = notifier.join().unwrap();
+        assert!((woken == 1) != timed_out);
+        assert_eq!(owner.log().len(), 1);
+        assert_waiting_matches(word, &table);
+    });
+}
+
+/// A notifyOne reaches a blocking sleeper whose thread is stopping: it
+/// passes the wake-up on to the sleeper behind it, which must not be left
+/// asleep.
+#[test]
+fn condvar_notify_to_a_stopping_sleeper_is_passed_on() {
+    model("condvar_notify_to_a_stopping_sleeper_is_passed_on", || {
+        let word: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+        let table = Arc::new(WaitTable::new(1));
+        let sleeper = |stopping: bool, table: Arc<WaitTable>| {
+            loom::thread::spawn(move || {
+                // SAFETY: the word is leaked.
+                unsafe { CONDVAR.wait(&table, key(word), 0, None, Duration::from_secs(1), || stopping) }
+            })
+        };
+        let stopping = sleeper(true, table.clone());
+        while table.len(key(word)) < 1 {
+            loom::thread::yield_now();
+        }
+        let behind = sleeper(false, table.clone());
+        while table.len(key(word)) < 2 {
+            loom::thread::yield_now();
+        }
+        assert_eq!(js_notify(&table, word, 1), 1);
+        assert_eq!(stopping.join().unwrap(), Waited::Interrupted);
+        assert_eq!(behind.join().unwrap(), Waited::Ok);
+        assert_waiting_matches(word, &table);
+    });
+}
