@@ -19,7 +19,7 @@
 //
 //   park     take the lock if free or if its owner's thread ended, else set
 //            C and queue (blocking: in one native call; async: one step per
-//            wake-up, below)
+//            wake-up, lib/acquire.js)
 //   unlock   wake the oldest waiter; if it has waited 1 ms, hand it the
 //            lock ('handoff': WORD names it at once), else release and let
 //            it compete ('ok'); C stays set iff more wait
