@@ -14,13 +14,13 @@
 //   p.release(ta)       gives back what was acquired
 //   p.passOn(ta)        a wake-up to compete ('ok') that will not be used:
 //                       hand it on
-//   p.info(status)      what runExclusive's fn receives
+//   p.info(status)      what runExclusive's fn receives; p.ok: p.info(ACQUIRED)
 //   p.missing           'not acquired' / 'no permit': for the timeout message
 //
 // Outcomes of a queued waiter: 'handoff' / 'owner-died' (it holds what it
 // asked for), 'ok' (look again), 'timed-out', 'cancelled' (taken back out
 // of the queue by the abort: it consumed nothing).
-const held = require('./held')
+const { runHeld } = require('./held')
 const { cancelAsync } = require('./futex').internal
 const { now, asyncOptions, callbackOf } = require('./options')
 const { ACQUIRED, OWNER_DIED, LockTimeoutError, abortError } = require('./errors')
@@ -91,11 +91,11 @@ function exclusive (p, ta, fn, options, what, deferred) {
   }
   if (deferred) {
     return RESOLVED.then(() => p.now(ta, opts)
-      ? held.runHeld(fn, p.info(ACQUIRED), p.release, ta)
-      : acquire(p, ta, opts, what).then((status) => held.runHeld(fn, p.info(status), p.release, ta)))
+      ? runHeld(fn, p.ok, p.release, ta)
+      : acquire(p, ta, opts, what).then((status) => runHeld(fn, p.info(status), p.release, ta)))
   }
-  if (p.now(ta, opts)) return RESOLVED.then(() => held.runHeld(fn, p.info(ACQUIRED), p.release, ta))
-  return acquire(p, ta, opts, what).then((status) => held.runHeld(fn, p.info(status), p.release, ta))
+  if (p.now(ta, opts)) return RESOLVED.then(() => runHeld(fn, p.ok, p.release, ta))
+  return acquire(p, ta, opts, what).then((status) => runHeld(fn, p.info(status), p.release, ta))
 }
 
 module.exports = { acquire, acquireAsync, exclusive }

@@ -95,6 +95,10 @@ function lockContended (ta, timeout) {
   return STATUS[r]
 }
 
+// What runExclusive's callback receives.
+const INFO_OK = Object.freeze({ ownerDied: false })
+const INFO_OWNER_DIED = Object.freeze({ ownerDied: true })
+
 // The protocol for lib/acquire.js: the async fast path (the lock was free,
 // or came free within the spin, and the signal has not fired) and one
 // native step per wake-up. A wake-up to compete that will not be used is
@@ -111,10 +115,9 @@ const PROTOCOL = {
   release,
   passOn (ta) { if (spinAcquire(ta, 1)) release(ta) },
   info: (status) => status === OWNER_DIED ? INFO_OWNER_DIED : INFO_OK,
+  ok: INFO_OK,
   missing: 'not acquired'
 }
-const INFO_OK = Object.freeze({ ownerDied: false })
-const INFO_OWNER_DIED = Object.freeze({ ownerDied: true })
 
 // Resolves with ACQUIRED or OWNER_DIED (see lib/acquire.js).
 const acquireAsync = (ta, opts, what) => acquiring.acquireAsync(PROTOCOL, ta, opts, what)

@@ -103,6 +103,7 @@ const PROTOCOL = {
   release: giveOne,
   passOn (ta) { if (tryTake(ta)) give(ta, 1) },
   info: () => undefined,
+  ok: undefined,
   missing: 'no permit'
 }
 
