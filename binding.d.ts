@@ -23,6 +23,28 @@ export declare function addressOf(ta: unknown): number
  */
 export declare function cancelAsync(ta: unknown, index: number, seq: number): boolean
 
+/**
+ * Wakes up to `count` waiters of the condition word `ta[index]` (whose
+ * sequence the caller bumped, seeing the waiters bit). Returns how many woke.
+ */
+export declare function conditionNotify(ta: unknown, index: number, count: number): number
+
+/**
+ * Blocks while the condition word `ta[index]` holds the sequence `seen`
+ * (as read, with or without the waiters bit), until notified or `timeout`
+ * ms pass. Returns 0 (notified, or the sequence had moved on) or 1 (timed out).
+ */
+export declare function conditionWait(ta: unknown, index: number, seen: number, timeout: number): number
+
+/**
+ * Queues an async waiter in `slot` of this thread's table if the condition
+ * word `ta[index]` still holds the sequence `seen`, and returns its sequence
+ * number (0: the sequence moved on, nothing is queued). Its promise then
+ * settles with 'ok' (notified) or 'timed-out'. The JS layer keeps `ta`
+ * alive while the waiter is queued.
+ */
+export declare function conditionWaitAsync(ta: unknown, index: number, seen: number, timeout: number, slot: number): number
+
 export declare function diagnostics(): Diagnostics
 
 /**
@@ -115,3 +137,27 @@ export declare function queueLength(ta: unknown, index: number): number
 
 /** Watches this thread, `thread_id`, so that its end is recorded. */
 export declare function registerThread(threadId: number): void
+
+/**
+ * The contended release of `n` permits of the semaphore word `ta[index]`:
+ * each goes to the oldest queued acquirer (handed over if it has waited
+ * 1 ms, else added to the word for it to compete), the rest to the word. Returns
+ * how many did not fit under the maximum count (0 normally).
+ */
+export declare function semaphoreRelease(ta: unknown, index: number, n: number): number
+
+/**
+ * Blocks until the caller holds a permit of the semaphore word
+ * `ta[index]`, or `timeout` ms pass. Returns 0 acquired, 1 timed out.
+ */
+export declare function semaphoreWait(ta: unknown, index: number, timeout: number): number
+
+/**
+ * One step of an async acquisition whose caller has waited `waited` ms so
+ * far: takes a permit of the semaphore word `ta[index]` now (returns 0), or
+ * queues an async waiter in `slot` of this thread's table and returns its
+ * sequence number. Its promise then settles with 'handoff' (a release
+ * handed it a permit), 'ok' (a permit was released: try again) or
+ * 'timed-out'. The JS layer keeps `ta` alive while the waiter is queued.
+ */
+export declare function semaphoreWaitAsync(ta: unknown, index: number, waited: number, timeout: number, slot: number): number

@@ -1,48 +1,71 @@
 'use strict'
 // Condition: a condition variable used with an AsyncLock, in 8 bytes of a
-// SharedArrayBuffer (Rust std's futex condvar, plus a waiter count).
+// SharedArrayBuffer (Rust std's futex condvar, with an exact waiters bit).
 //
-//   cell      meaning
-//   SEQ       bumped by every notifyOne / notifyAll
-//   WAITERS   threads between "about to unlock" and "woke up": notify skips
-//             the native call when it is 0
+// One int32 cell, SEQ (the second cell is reserved and stays 0):
 //
-// wait: read SEQ, count ourselves in WAITERS, unlock, sleep while SEQ still
-// holds what we read, then relock. A notify between our read and our sleep
-// changes SEQ, so the sleep returns at once ('not-equal'): no notification is
-// lost. The order (SEQ read, WAITERS +1; notifier: SEQ +1, WAITERS read) is
-// what makes skipping the native call safe: if the notifier reads WAITERS = 0,
-// its SEQ bump came before our count, hence before our sleep's check.
+//   SEQ           meaning
+//   seq·2         sequence seq, nobody queued
+//   seq·2 + W     sequence seq, waiters queued: notify must call the addon
+//
+// W is set exactly when waiters are queued on SEQ (docs/lock.md).
+//
+// wait: read SEQ, unlock, sleep while SEQ still holds the sequence we read,
+// then relock. notifyOne / notifyAll: one Atomics.add of 2 (the sequence
+// moves on, W does not change); only if the value it replaced had W, the
+// addon wakes one / every waiter, under the lock of SEQ's wait queue
+// (crates/futex-core/src/condvar.rs), clearing W when the last one goes. A
+// sleeper is queued by the addon only if SEQ still holds what it read,
+// setting W in the same compare-exchange: so either it sees the notify's
+// add and does not sleep, or the notify's add sees W. A notify with nobody
+// waiting is one Atomics.add, with or without the addon's presence counts.
 //
 // Like every condition variable, wait may return without a notify (another
 // waiter's wake-up, a notify that raced with the unlock): check the predicate
 // in a loop. wait always returns with the lock held again, also on timeout,
 // abort, or when the relock finds the previous owner dead.
-const futex = require('./futex')
-const { runAsync } = require('./driver')
+const binding = require('./native')
+const { conditionAsync, cancelAsync } = require('./futex').internal
 const { internal: lockInternal } = require('./lock')
 const { OWNER_DIED, LockOwnershipError, abortError } = require('./errors')
 const { sharedView, timeoutOf, asyncOptions } = require('./options')
 
-const { wait, notify } = futex
 const { viewOf, heldByThisThread, acquireBlocking, acquireAsync, release } = lockInternal
 
 const SEQ = 0
-const WAITERS = 1
+const W = 1
 const VIEW = Symbol('Condition view')
 const FOREVER = Object.freeze({ timeout: Infinity, signal: undefined })
+const TIMED_OUT = 1 // code of the addon's conditionWait (src/condition.rs)
 
 function checkHeld (lta, what) {
   if (!heldByThisThread(lta)) throw new LockOwnershipError(`${what}: the lock must be held by this thread`)
 }
 
-// One async sleep on SEQ. A wake-up taken while being aborted goes to the
-// next waiter: a notifyOne must not vanish with a cancelled waiter.
-function * sleepOnce (ta, seq, timeout, ctx) {
-  if (timeout === 0) return Atomics.load(ta, SEQ) === seq ? 'timed-out' : 'ok'
-  const r = yield { index: SEQ, value: seq, timeout }
-  if (r === 'ok' && ctx.cancelled) notify(ta, SEQ, 1)
-  return r === 'not-equal' ? 'ok' : r
+// Whether SEQ still holds the sequence `seen` was read with.
+const unchanged = (ta, seen) => ((Atomics.load(ta, SEQ) ^ seen) & ~W) === 0
+
+// Wakes up to `count` sleepers if W says there are any.
+function wake (ta, count) {
+  return (Atomics.load(ta, SEQ) & W) !== 0 ? binding.conditionNotify(ta, SEQ, count) : 0
+}
+
+// One async sleep on SEQ: 'ok', 'timed-out' or 'aborted' (the signal fired
+// before the sleep ended). A wake-up taken while being aborted goes to the
+// next sleeper: a notifyOne must not vanish with an aborted waiter.
+function sleep (ta, seen, timeout, signal) {
+  if (timeout === 0) return Promise.resolve(unchanged(ta, seen) ? 'timed-out' : 'ok')
+  const q = conditionAsync(ta, SEQ, seen, timeout)
+  if (q === 0) return Promise.resolve('ok')
+  if (signal === undefined) return q.promise
+  const onAbort = () => cancelAsync(ta, SEQ, q.token) // if still queued, it settles 'cancelled'
+  signal.addEventListener('abort', onAbort)
+  return q.promise.then((r) => {
+    signal.removeEventListener('abort', onAbort)
+    if (!signal.aborted) return r
+    if (r === 'ok') wake(ta, 1)
+    return 'aborted'
+  })
 }
 
 class Condition {
@@ -67,18 +90,12 @@ class Condition {
     const t = timeoutOf('Condition.wait', timeout)
     checkHeld(lta, 'Condition.wait')
     const ta = this[VIEW]
-    const seq = Atomics.load(ta, SEQ)
-    Atomics.add(ta, WAITERS, 1)
-    let r
-    try {
-      release(lta)
-      r = wait(ta, SEQ, seq, t)
-    } finally {
-      Atomics.sub(ta, WAITERS, 1)
-    }
+    const seen = Atomics.load(ta, SEQ)
+    release(lta)
+    const timedOut = t === 0 ? unchanged(ta, seen) : binding.conditionWait(ta, SEQ, seen, t) === TIMED_OUT
     const status = acquireBlocking(lta, Infinity)
     if (status === OWNER_DIED) return OWNER_DIED
-    return r === 'timed-out' ? 'timed-out' : 'ok'
+    return timedOut ? 'timed-out' : 'ok'
   }
 
   /**
@@ -100,39 +117,32 @@ class Condition {
     const signal = opts.signal
     if (signal !== undefined && signal.aborted) return Promise.reject(abortError(signal))
     const ta = this[VIEW]
-    const seq = Atomics.load(ta, SEQ)
-    Atomics.add(ta, WAITERS, 1)
+    const seen = Atomics.load(ta, SEQ)
     try {
       release(lta)
     } catch (e) {
-      Atomics.sub(ta, WAITERS, 1)
       return Promise.reject(e)
     }
-    const ctx = { cancelled: false }
-    return runAsync(ta, sleepOnce(ta, seq, opts.timeout, ctx), ctx, signal).then((r) => {
-      Atomics.sub(ta, WAITERS, 1)
-      return acquireAsync(lta, FOREVER, 'Condition.waitAsync').then((status) => {
+    return sleep(ta, seen, opts.timeout, signal).then((r) =>
+      acquireAsync(lta, FOREVER, 'Condition.waitAsync').then((status) => {
         // A dead owner's lock taken over is reported here, once, even if the
         // signal fired: the caller holds the lock and must repair the data.
         if (status === OWNER_DIED) return OWNER_DIED
-        if (ctx.cancelled) throw abortError(signal)
-        return r === 'timed-out' ? 'timed-out' : 'ok'
-      })
-    })
+        if (r === 'aborted') throw abortError(signal)
+        return r
+      }))
   }
 
   /** Wakes one waiter; returns how many woke (0 or 1). */
   notifyOne () {
     const ta = this[VIEW]
-    Atomics.add(ta, SEQ, 1)
-    return Atomics.load(ta, WAITERS) > 0 ? notify(ta, SEQ, 1) : 0
+    return (Atomics.add(ta, SEQ, 2) & W) !== 0 ? binding.conditionNotify(ta, SEQ, 1) : 0
   }
 
   /** Wakes every waiter; returns how many woke. */
   notifyAll () {
     const ta = this[VIEW]
-    Atomics.add(ta, SEQ, 1)
-    return Atomics.load(ta, WAITERS) > 0 ? notify(ta, SEQ, Infinity) : 0
+    return (Atomics.add(ta, SEQ, 2) & W) !== 0 ? binding.conditionNotify(ta, SEQ, Infinity) : 0
   }
 }
 

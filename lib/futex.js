@@ -289,20 +289,38 @@ function queue (ta, index, value, timeout, keepAlive) {
   return promise
 }
 
-// One step of an async acquisition of the lock word ta[index] by owner `me`
-// that has waited `waited` ms (src/lock.rs): 0 if it took the lock now, -1 if
-// it took it from a dead owner, else { token, promise } for the queued
-// waiter, whose promise settles with 'handoff' or 'owner-died' (the lock is
-// held), 'ok' (it was released: try again) or 'timed-out'. Keeps the event
-// loop alive while queued.
-function lockAsync (ta, index, me, waited, timeout) {
+// One step of an async acquisition by a protocol of the addon (src/lock.rs,
+// src/semaphore.rs): `park(slot)` calls the addon with this thread's next
+// slot and answers a sequence number, or 0 / -1 if the caller holds what it
+// asked for now. Returns that number, or { token, promise } for the queued
+// waiter, whose promise settles with 'handoff' or 'owner-died' (held now),
+// 'ok' (look again) or 'timed-out'. Keeps the event loop alive while queued.
+function parkAsync (ta, park) {
   const slot = claimSlot()
-  const seq = binding.lockWaitAsync(ta, index, me, waited, timeout, slot)
+  const seq = park(slot)
   if (seq <= 0) {
     register(ta, 0, slot)
     return seq
   }
   return { token: [seq, slot], promise: register(ta, seq, slot) }
+}
+
+// The lock word ta[index], by owner `me` that has waited `waited` ms: 0 if
+// it took the lock now, -1 if it took it from a dead owner.
+function lockAsync (ta, index, me, waited, timeout) {
+  return parkAsync(ta, (slot) => binding.lockWaitAsync(ta, index, me, waited, timeout, slot))
+}
+
+// The semaphore word ta[index], by a caller that has waited `waited` ms: 0
+// if it took a permit now.
+function semaphoreAsync (ta, index, waited, timeout) {
+  return parkAsync(ta, (slot) => binding.semaphoreWaitAsync(ta, index, waited, timeout, slot))
+}
+
+// The condition word ta[index], if it still holds the sequence `seen`: 0 if
+// it moved on (nothing queued).
+function conditionAsync (ta, index, seen, timeout) {
+  return parkAsync(ta, (slot) => binding.conditionWaitAsync(ta, index, seen, timeout, slot))
 }
 
 // Takes a queued waiter back out (`token` as enqueueAsync returned it). True
@@ -386,6 +404,8 @@ module.exports = {
     toCount,
     enqueueAsync,
     lockAsync,
+    semaphoreAsync,
+    conditionAsync,
     cancelAsync,
     isThreadAlive: binding.isThreadAlive,
     queueLength: binding.queueLength,

@@ -19,7 +19,7 @@
 //
 //   park     take the lock if free or if its owner's thread ended, else set
 //            C and queue (blocking: in one native call; async: one step per
-//            wake-up, below)
+//            wake-up, lib/acquire.js)
 //   unlock   wake the oldest waiter; if it has waited 1 ms, hand it the
 //            lock ('handoff': WORD names it at once), else release and let
 //            it compete ('ok'); C stays set iff more wait
@@ -32,9 +32,10 @@
 // wrote under the lock is visible to the next owner.
 const binding = require('./native')
 const held = require('./held')
-const { lockAsync, cancelAsync, threadId } = require('./futex').internal
-const { now, show, sharedView, timeoutOf, asyncOptions, callbackOf } = require('./options')
-const { ACQUIRED, OWNER_DIED, LockTimeoutError, LockOwnershipError, DeadlockError, abortError } = require('./errors')
+const acquiring = require('./acquire')
+const { lockAsync, threadId } = require('./futex').internal
+const { show, sharedView, timeoutOf, asyncOptions } = require('./options')
+const { ACQUIRED, OWNER_DIED, LockTimeoutError, LockOwnershipError, DeadlockError } = require('./errors')
 
 const WORD = 0
 const C = 1
@@ -94,61 +95,32 @@ function lockContended (ta, timeout) {
   return STATUS[r]
 }
 
-// The async fast path: true if the lock was free (and the signal has not fired).
-function acquireNow (ta, opts) {
-  if (opts.signal !== undefined && opts.signal.aborted) return false
-  return Atomics.compareExchange(ta, WORD, 0, LOCKED_BY_ME) === 0
+// What runExclusive's callback receives.
+const INFO_OK = Object.freeze({ ownerDied: false })
+const INFO_OWNER_DIED = Object.freeze({ ownerDied: true })
+
+// The protocol for lib/acquire.js: the async fast path (the lock was free,
+// or came free within the spin, and the signal has not fired) and one
+// native step per wake-up. A wake-up to compete that will not be used is
+// passed on by taking the free lock and releasing it, which wakes the next
+// waiter.
+const PROTOCOL = {
+  index: WORD,
+  now: (ta, opts) => !(opts.signal !== undefined && opts.signal.aborted) &&
+    (Atomics.compareExchange(ta, WORD, 0, LOCKED_BY_ME) === 0 || spinAcquire(ta)),
+  park (ta, waited, remaining) {
+    const q = lockAsync(ta, WORD, ME, waited, remaining)
+    return q === 0 ? ACQUIRED : q === -1 ? OWNER_DIED : q
+  },
+  release,
+  passOn (ta) { if (spinAcquire(ta, 1)) release(ta) },
+  info: (status) => status === OWNER_DIED ? INFO_OWNER_DIED : INFO_OK,
+  ok: INFO_OK,
+  missing: 'not acquired'
 }
 
-// Resolves with ACQUIRED or OWNER_DIED; rejects with LockTimeoutError or
-// AbortError, in which case nothing is held and nothing is queued. A dead
-// owner's lock taken over is always reported: an abort that comes too late
-// to stop the takeover does not hide it (the caller holds the lock and is
-// told, once).
-function acquireAsync (ta, opts, what) {
-  const signal = opts.signal
-  if (signal !== undefined && signal.aborted) return Promise.reject(abortError(signal))
-  if (Atomics.compareExchange(ta, WORD, 0, LOCKED_BY_ME) === 0 || spinAcquire(ta)) return Promise.resolve(ACQUIRED)
-  const timeout = opts.timeout
-  const start = now()
-  const aborted = () => signal !== undefined && signal.aborted
-  return new Promise((resolve, reject) => {
-    let queued = null // the token of our queued waiter
-    const onAbort = () => {
-      if (queued !== null && cancelAsync(ta, WORD, queued)) queued = null // it settles 'cancelled'
-    }
-    const finish = (settle, value) => {
-      if (signal !== undefined) signal.removeEventListener('abort', onAbort)
-      settle(value)
-    }
-    const got = (status) => {
-      if (status === OWNER_DIED || !aborted()) return finish(resolve, status)
-      release(ta) // handed to us while we were being aborted: pass it on
-      finish(reject, abortError(signal))
-    }
-    // One step per outcome of our queued waiter: 'handoff' / 'owner-died'
-    // (we hold the lock), 'ok' (it was released, or the safety slice next to
-    // a holder from another copy of the addon ran out: look again),
-    // 'timed-out', 'cancelled'. A wake-up to compete that we will not use is
-    // passed on by taking the free lock and releasing it, which wakes the
-    // next waiter.
-    const step = (outcome) => {
-      queued = null
-      if (outcome === 'handoff' || outcome === 'owner-died') return got(outcome === 'handoff' ? ACQUIRED : OWNER_DIED)
-      const remaining = start + timeout - now()
-      if (outcome === 'cancelled' || outcome === 'timed-out' || remaining <= 0 || aborted()) {
-        if (outcome === 'ok' && spinAcquire(ta, 1)) release(ta)
-        return finish(reject, aborted() ? abortError(signal) : new LockTimeoutError(`${what}: not acquired within ${timeout} ms`))
-      }
-      const q = lockAsync(ta, WORD, ME, now() - start, remaining)
-      if (q === 0 || q === -1) return got(q === 0 ? ACQUIRED : OWNER_DIED)
-      queued = q.token
-      q.promise.then(step)
-    }
-    if (signal !== undefined) signal.addEventListener('abort', onAbort)
-    step('ok')
-  })
-}
+// Resolves with ACQUIRED or OWNER_DIED (see lib/acquire.js).
+const acquireAsync = (ta, opts, what) => acquiring.acquireAsync(PROTOCOL, ta, opts, what)
 
 // --- releasing ---------------------------------------------------------------
 function release (ta) {
@@ -215,42 +187,22 @@ class AsyncLock {
       return Promise.reject(e)
     }
     const ta = this[VIEW]
-    if (acquireNow(ta, opts)) return Promise.resolve(releaser(ta, ACQUIRED))
-    return acquireAsync(ta, opts, 'AsyncLock.lockAsync').then((status) => releaser(ta, status))
+    if (PROTOCOL.now(ta, opts)) return Promise.resolve(releaser(ta, ACQUIRED))
+    return acquiring.acquire(PROTOCOL, ta, opts, 'AsyncLock.lockAsync').then((status) => releaser(ta, status))
   }
 
-  /** Runs fn(info) under the lock; resolves with its result, always releasing. */
+  /**
+   * Runs fn(info) under the lock; resolves with its result, always
+   * releasing. The lock is asked for one microtask after the call.
+   */
   runExclusive (fn, options) {
-    return exclusive(this[VIEW], fn, options, 'AsyncLock.runExclusive')
+    return acquiring.exclusive(PROTOCOL, this[VIEW], fn, options, 'AsyncLock.runExclusive', true)
   }
 
   /** The V8 blog's executeLocked: the same as runExclusive (documented alias). */
   executeLocked (fn, options) {
-    return exclusive(this[VIEW], fn, options, 'AsyncLock.executeLocked')
+    return acquiring.exclusive(PROTOCOL, this[VIEW], fn, options, 'AsyncLock.executeLocked', true)
   }
-}
-
-const RESOLVED = Promise.resolve()
-const INFO_OK = Object.freeze({ ownerDied: false })
-const INFO_OWNER_DIED = Object.freeze({ ownerDied: true })
-
-// runExclusive: the lock is asked for one microtask after the call (fn
-// never runs synchronously inside it), and fn runs in the same turn the lock
-// is taken, so a synchronous fn holds the lock only while it runs. The lock
-// is released however fn ends.
-function exclusive (ta, fn, options, what) {
-  let opts
-  try {
-    callbackOf(what, fn)
-    opts = asyncOptions(what, options)
-  } catch (e) {
-    return Promise.reject(e)
-  }
-  return RESOLVED.then(() => {
-    if (acquireNow(ta, opts)) return held.runHeld(fn, INFO_OK, release, ta)
-    return acquireAsync(ta, opts, what).then((status) =>
-      held.runHeld(fn, status === OWNER_DIED ? INFO_OWNER_DIED : INFO_OK, release, ta))
-  })
 }
 
 AsyncLock.BYTES = 8

@@ -1,73 +1,70 @@
 'use strict'
 // Semaphore: a counting semaphore in 8 bytes of a SharedArrayBuffer.
 //
-//   cell      meaning
-//   COUNT     permits available (0 … 2^31 − 1)
-//   WAITERS   acquirers asleep or about to sleep on COUNT: release skips the
-//             native notify when it is 0
+// One int32 cell, WORD (the second cell is reserved and stays 0):
 //
-// acquire: take a permit with one compareExchange (COUNT − 1) if there is
-// one; otherwise count ourselves in WAITERS and sleep while COUNT is still 0.
-// release(n): add n (a compareExchange loop that refuses to overflow), then
-// wake n sleepers if WAITERS says there are any. A sleeper counts itself
-// before its sleep checks COUNT, and release adds before it reads WAITERS, so
-// either release sees the sleeper or the sleeper sees the permit.
+//   WORD        meaning
+//   n           n permits available, nobody queued
+//   Q + n       n permits available, acquirers queued: release must call the addon
+//
+// Q is the sign bit (WORD < 0), n at most 2^31 − 1. Q is set exactly when
+// acquirers are queued on WORD (docs/lock.md).
+//
+// Uncontended, everything is pure JavaScript: acquire is one
+// compareExchange (w → w − 1 when w holds a permit, Q or not), release
+// another (n → n + k). Everything else is decided by the addon under the
+// lock of WORD's wait queue (crates/futex-core/src/semaphore.rs):
+//
+//   park      take a permit if there is one, else set Q and queue
+//             (blocking: in one native call; async: lib/acquire.js)
+//   release   per permit, wake the oldest acquirer queued; if it has waited
+//             1 ms, hand it the permit ('handoff': it holds it when it
+//             wakes), else add the permit to WORD and let it compete ('ok');
+//             Q stays set iff more wait; the rest goes to WORD
+//   leave     an acquirer that times out, is aborted or whose thread stops
+//             clears Q if it was last; one handed a permit it will not use
+//             releases it again
+//
+// So tryAcquire and newcomers take a permit past a queued acquirer for at
+// most 1 ms (AsyncLock's rule, for AsyncLock's reason: docs/lock.md).
 //
 // Permits have no owner: a thread that dies holding one does not give it
 // back (unlike AsyncLock, which recovers a dead owner's lock).
-const futex = require('./futex')
-const { runBlocking, runAsync } = require('./driver')
-const { LockTimeoutError, abortError } = require('./errors')
+const binding = require('./native')
 const held = require('./held')
-const { now, show, sharedView, timeoutOf, asyncOptions, callbackOf } = require('./options')
+const acquiring = require('./acquire')
+const { semaphoreAsync } = require('./futex').internal
+const { ACQUIRED, LockTimeoutError } = require('./errors')
+const { show, sharedView, timeoutOf, asyncOptions } = require('./options')
 
-const { notify } = futex
-
-const COUNT = 0
-const WAITERS = 1
-const MAX = 0x7fffffff
+const WORD = 0
+const MAX = 0x7fffffff // the permits of a word: w & MAX; Q: w < 0
 const VIEW = Symbol('Semaphore view')
-const NEVER_CANCELLED = Object.freeze({ cancelled: false })
 
-const ACQUIRED = 0
+// Code of the addon's semaphoreWait (src/semaphore.rs).
 const TIMED_OUT = 1
-const CANCELLED = 2
 
 function tryTake (ta) {
   for (;;) {
-    const v = Atomics.load(ta, COUNT)
-    if (v <= 0) return false
-    if (Atomics.compareExchange(ta, COUNT, v, v - 1) === v) return true
+    const v = Atomics.load(ta, WORD)
+    if ((v & MAX) === 0) return false
+    if (Atomics.compareExchange(ta, WORD, v, v - 1) === v) return true
   }
 }
 
-// A wake-up taken by an acquirer that leaves without a permit goes to the
-// next sleeper, if there is a permit for it.
-function passOn (ta, woken) {
-  if (woken && Atomics.load(ta, COUNT) > 0 && Atomics.load(ta, WAITERS) > 0) notify(ta, COUNT, 1)
-}
-
-function * take (ta, deadline, ctx) {
-  let woken = false
-  for (;;) {
-    if (ctx.cancelled) {
-      passOn(ta, woken)
-      return CANCELLED
+// Before queueing, spin briefly while no permit is free and nobody is
+// queued, as AsyncLock does (holders often give a permit back within a
+// microsecond); acquirers queued end the spin: queue behind them.
+function spinTake (ta) {
+  for (let i = 0; i < 100; i++) {
+    const v = Atomics.load(ta, WORD)
+    if ((v & MAX) !== 0) {
+      if (Atomics.compareExchange(ta, WORD, v, v - 1) === v) return true
+    } else if (v < 0) {
+      return false
     }
-    if (tryTake(ta)) return ACQUIRED
-    let timeout = Infinity
-    if (deadline !== Infinity) {
-      timeout = deadline - now()
-      if (timeout <= 0) {
-        passOn(ta, woken)
-        return TIMED_OUT
-      }
-    }
-    Atomics.add(ta, WAITERS, 1)
-    const r = yield { index: COUNT, value: 0, timeout }
-    Atomics.sub(ta, WAITERS, 1)
-    woken = r === 'ok'
   }
+  return false
 }
 
 function permitsOf (what, n) {
@@ -80,27 +77,35 @@ function permitsOf (what, n) {
 
 function give (ta, n) {
   for (;;) {
-    const v = Atomics.load(ta, COUNT)
+    const v = Atomics.load(ta, WORD)
+    if (v < 0) {
+      const refused = binding.semaphoreRelease(ta, WORD, n)
+      if (refused === 0) return
+      throw new RangeError(`Semaphore.release: ${refused} of ${n} permits would exceed ${MAX}`)
+    }
     if (v > MAX - n) throw new RangeError(`Semaphore.release: ${v} + ${n} permits would exceed ${MAX}`)
-    if (Atomics.compareExchange(ta, COUNT, v, v + n) === v) break
+    if (Atomics.compareExchange(ta, WORD, v, v + n) === v) return
   }
-  if (Atomics.load(ta, WAITERS) > 0) notify(ta, COUNT, n)
-}
-
-function acquireAsync (ta, opts, what) {
-  const signal = opts.signal
-  if (signal !== undefined && signal.aborted) return Promise.reject(abortError(signal))
-  if (tryTake(ta)) return Promise.resolve()
-  const timeout = opts.timeout
-  const deadline = timeout === Infinity ? Infinity : now() + timeout
-  const ctx = { cancelled: false }
-  return runAsync(ta, take(ta, deadline, ctx), ctx, signal).then((r) => {
-    if (r === TIMED_OUT) throw new LockTimeoutError(`${what}: no permit within ${timeout} ms`)
-    if (r === CANCELLED) throw abortError(signal)
-  })
 }
 
 const giveOne = (ta) => give(ta, 1)
+
+// The protocol for lib/acquire.js. A wake-up to compete that will not be
+// used is passed on by taking the permit and releasing it, which wakes the
+// next acquirer.
+const PROTOCOL = {
+  index: WORD,
+  now: (ta, opts) => !(opts.signal !== undefined && opts.signal.aborted) && (tryTake(ta) || spinTake(ta)),
+  park (ta, waited, remaining) {
+    const q = semaphoreAsync(ta, WORD, waited, remaining)
+    return q === 0 ? ACQUIRED : q
+  },
+  release: giveOne,
+  passOn (ta) { if (tryTake(ta)) give(ta, 1) },
+  info: () => undefined,
+  ok: undefined,
+  missing: 'no permit'
+}
 
 class Semaphore {
   /**
@@ -113,28 +118,29 @@ class Semaphore {
     if (typeof buffer === 'number') {
       const n = permitsOf('Semaphore', buffer)
       this[VIEW] = sharedView('Semaphore', undefined, undefined, Semaphore.BYTES)
-      Atomics.store(this[VIEW], COUNT, n)
+      Atomics.store(this[VIEW], WORD, n)
       return
     }
     if (buffer === undefined) throw new TypeError('Semaphore: expected a number of permits or a SharedArrayBuffer')
     const n = permits === undefined ? undefined : permitsOf('Semaphore', permits)
     this[VIEW] = sharedView('Semaphore', buffer, byteOffset, Semaphore.BYTES)
-    if (n !== undefined) Atomics.store(this[VIEW], COUNT, n)
+    if (n !== undefined) Atomics.store(this[VIEW], WORD, n)
   }
 
   get buffer () { return this[VIEW].buffer }
   get byteOffset () { return this[VIEW].byteOffset }
 
   /** Permits available now (a snapshot). */
-  get value () { return Atomics.load(this[VIEW], COUNT) }
+  get value () {
+    return Atomics.load(this[VIEW], WORD) & MAX
+  }
 
   /** Blocks until a permit is taken; throws LockTimeoutError after `timeout` ms. */
   acquire (timeout) {
     const t = timeoutOf('Semaphore.acquire', timeout)
     const ta = this[VIEW]
-    if (tryTake(ta)) return
-    const deadline = t === Infinity ? Infinity : now() + t
-    if (runBlocking(ta, take(ta, deadline, NEVER_CANCELLED)) === TIMED_OUT) {
+    if (tryTake(ta) || spinTake(ta)) return
+    if (t === 0 || binding.semaphoreWait(ta, WORD, t) === TIMED_OUT) {
       throw new LockTimeoutError(`Semaphore.acquire: no permit within ${t} ms`)
     }
   }
@@ -144,7 +150,7 @@ class Semaphore {
     return tryTake(this[VIEW])
   }
 
-  /** Gives back `permits` (default 1) and wakes as many waiters. */
+  /** Gives back `permits` (default 1): to the oldest acquirers queued first. */
   release (permits) {
     const n = permits === undefined ? 1 : permitsOf('Semaphore.release', permits)
     if (n > 0) give(this[VIEW], n)
@@ -159,20 +165,13 @@ class Semaphore {
       return Promise.reject(e)
     }
     const ta = this[VIEW]
-    return acquireAsync(ta, opts, 'Semaphore.acquireAsync').then(() => held.releaser(giveOne, ta))
+    if (PROTOCOL.now(ta, opts)) return Promise.resolve(held.releaser(giveOne, ta))
+    return acquiring.acquire(PROTOCOL, ta, opts, 'Semaphore.acquireAsync').then(() => held.releaser(giveOne, ta))
   }
 
   /** Runs fn() holding a permit; resolves with its result, always releasing. */
   runExclusive (fn, options) {
-    let opts
-    try {
-      callbackOf('Semaphore.runExclusive', fn)
-      opts = asyncOptions('Semaphore.runExclusive', options)
-    } catch (e) {
-      return Promise.reject(e)
-    }
-    const ta = this[VIEW]
-    return acquireAsync(ta, opts, 'Semaphore.runExclusive').then(() => held.runHeld(fn, undefined, giveOne, ta))
+    return acquiring.exclusive(PROTOCOL, this[VIEW], fn, options, 'Semaphore.runExclusive', false)
   }
 }
 

@@ -14,9 +14,11 @@ use napi_derive::napi;
 use parking_lot::Mutex;
 
 mod cell;
+pub mod condition;
 pub mod lock;
 pub mod raw;
 mod resolver;
+pub mod semaphore;
 
 use cell::Cell;
 use resolver::Token;

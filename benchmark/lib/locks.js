@@ -2,6 +2,11 @@
 // The locks under test, by name, usable in any thread:
 //   'ours':     shared-futex's AsyncLock (lib/lock.js);
 //   'blog':     the blog post's AsyncLock over native Atomics (baselines/);
+//   'semaphore': shared-futex's Semaphore with one permit (lib/semaphore.js),
+//               acquire / release as lock / unlock, runExclusive as
+//               executeLocked; 'semaphore-futex': the same over the previous
+//               Semaphore (baselines/semaphore-futex.js). Their buffer must
+//               start with one permit (lockBuffer(1));
 //   'weblocks': Web Locks (worker_threads.locks, Node 24.5+), an exclusive
 //               request on a name; async only (executeLocked, no lock()).
 // All are built from (sab, byteOffset), so every thread gets the same lock:
@@ -46,21 +51,36 @@ class WebLock {
   }
 }
 
+// A semaphore behind the interface the scenarios use.
+class SemaphoreLock {
+  constructor (sem) {
+    this.sem = sem
+  }
+
+  lock () { this.sem.acquire() }
+  unlock () { this.sem.release() }
+  executeLocked (fn) { return this.sem.runExclusive(fn) }
+}
+
 const NAME_INDEX = 8 // Int32 index: byte 32, outside the 8 bytes of a lock word
 
 function makeLock (name, sab, byteOffset) {
   if (name === 'blog') return new BlogAsyncLock(sab, byteOffset)
   if (name === 'ours') return new (require(ROOT).AsyncLock)(sab, byteOffset)
+  if (name === 'semaphore') return new SemaphoreLock(new (require(ROOT).Semaphore)(sab, byteOffset))
+  if (name === 'semaphore-futex') return new SemaphoreLock(new (require('../baselines/semaphore-futex').FutexSemaphore)(sab, byteOffset))
   if (name === 'weblocks') return new WebLock(`shared-futex-bench-${new Int32Array(sab)[NAME_INDEX]}`)
   throw new Error(`unknown lock ${name}`)
 }
 
 // Room for one lock of either kind (shared-futex's may use 8 bytes), on its
-// own cache line, and a fresh name for Web Locks.
+// own cache line, and a fresh name for Web Locks; `word` in the first cell
+// (a semaphore's permits).
 let made = 0
-function lockBuffer () {
+function lockBuffer (word = 0) {
   const sab = new SharedArrayBuffer(64)
   new Int32Array(sab)[NAME_INDEX] = ++made
+  new Int32Array(sab)[0] = word
   return sab
 }
 

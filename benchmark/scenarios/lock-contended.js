@@ -18,6 +18,10 @@
 //   for shared-futex's and the blog's lock, else the round fails).
 // Baselines: the blog post's AsyncLock over native Atomics; Web Locks where
 // the running Node has them (24.5+; `npm run bench -- --node 24 --only 5,6`).
+//
+// Case 6-sem: the same loop over a Semaphore with one permit (main thread
+// runExclusive, 3 workers acquire / release), against the previous
+// Semaphore (plain futex waits, no handoff: baselines/semaphore-futex.js).
 
 const path = require('path')
 const { oursMissing, webLocksMissing, makeLock, lockBuffer } = require('../lib/locks')
@@ -39,7 +43,7 @@ function jain (xs) {
 
 function contended (n) {
   return async (impl, { warmMs, ms }) => {
-    const lockSab = lockBuffer()
+    const lockSab = lockBuffer(impl.startsWith('semaphore') ? 1 : 0)
     const counter = new Int32Array(new SharedArrayBuffer(64))
     const lock = makeLock(impl, lockSab, 0)
     const specs = []
@@ -106,7 +110,13 @@ module.exports = {
     implMissing: (impl) => (impl === 'weblocks' ? webLocksMissing() : null),
     metrics: metrics(n),
     measure: contended(n)
-  })),
+  })).concat([{
+    id: '6-sem',
+    label: 'Semaphore(1): main (async) + 3 workers (sync)',
+    impls: ['semaphore', 'semaphore-futex'],
+    metrics: metrics(3),
+    measure: contended(3)
+  }]),
   comparisons: NS.flatMap((n) => [
     { case: `6-n${n}`, metric: 'rate', ours: 'ours', base: 'blog', target: 1.5 },
     { case: `6-n${n}`, metric: 'p99WaitUs', ours: 'ours', base: 'blog', target: 4, label: 'p99 wait, × shorter' },
@@ -114,5 +124,9 @@ module.exports = {
     { case: `6-n${n}`, metric: 'jain', ours: 'ours', target: 0.95, label: "Jain's fairness index" },
     { case: `6-n${n}`, metric: 'rate', ours: 'ours', base: 'weblocks', target: 10 },
     { case: `6-n${n}`, metric: 'p99WaitUs', ours: 'ours', base: 'weblocks', target: null, label: 'p99 wait, × shorter' }
+  ]).concat([
+    { case: '6-sem', metric: 'rate', ours: 'semaphore', base: 'semaphore-futex', target: 1 },
+    { case: '6-sem', metric: 'p99WaitUs', ours: 'semaphore', base: 'semaphore-futex', target: 1, label: 'p99 wait, × shorter' },
+    { case: '6-sem', metric: 'jain', ours: 'semaphore', target: null, label: "Jain's fairness index" }
   ])
 }

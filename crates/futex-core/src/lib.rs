@@ -25,15 +25,21 @@
 //!   parking_lot's `park` / `unpark_one` with callbacks run under the bucket
 //!   lock, for protocols built on the table.
 //! * [`lock`]: the robust mutex word built that way.
+//! * [`semaphore`]: the counting semaphore word built the same way.
+//! * [`condvar`]: a condition variable's sequence word, the same way.
 //! * [`timer`]: one background thread that fires async deadlines.
 //! * `sync`: a `std` / `loom` shim so model tests run the same code.
 
+pub mod condvar;
 pub mod lock;
+pub mod semaphore;
 mod sync;
 pub mod table;
 pub mod timer;
 
+pub use condvar::RawCondvar;
 pub use lock::RawLock;
+pub use semaphore::RawSemaphore;
 pub use table::{
     presence_slot, AsyncOutcome, Key, Owner, Park, ParkToken, PresenceCount, Protocol, Ticket, UnparkResult,
     UnparkToken, WaitResult, WaitTable, PRESENCE_SLOTS, TOKEN_NORMAL,

@@ -882,3 +882,405 @@ fn lock_owner_teardown_vs_cancel() {
         }
     });
 }
+
+// --- the semaphore protocol (futex_core::semaphore) -------------------------
+//
+// Each model leaks a fresh word (`&'static`, as for the lock), and uses a
+// protocol that hands every permit over (`FAIR`) or none (`UNFAIR`: woken
+// acquirers compete). Invariants checked after every model: no permit lost
+// or duplicated (the permits the acquirers were handed plus those in the
+// word equal those released), and `Q` is set exactly when acquirers are
+// queued.
+
+use futex_core::semaphore::{Taken, MAX as PERMITS, Q, TOKEN_PERMIT, TOKEN_RETRY as PERMIT_RETRY};
+use futex_core::RawSemaphore;
+
+static FAIR: RawSemaphore = RawSemaphore { fair_after: Duration::ZERO };
+static UNFAIR: RawSemaphore = RawSemaphore { fair_after: Duration::MAX };
+
+fn semaphore(permits: u32) -> (&'static AtomicU32, Arc<WaitTable>) {
+    (Box::leak(Box::new(AtomicU32::new(permits))), Arc::new(WaitTable::new(1)))
+}
+
+/// The permits in a word.
+fn permits(word: &AtomicU32) -> u32 {
+    word.load(SeqCst) & PERMITS
+}
+
+/// `Q` says exactly whether anyone is queued.
+fn assert_queued_matches(word: &AtomicU32, table: &WaitTable) {
+    let queued = table.len(key_of(word)) > 0;
+    assert_eq!(word.load(SeqCst) & Q != 0, queued, "word {:#x}, queued {queued}", word.load(SeqCst));
+}
+
+/// Queues an async acquirer (the word holds no permit).
+fn acquire_async(
+    sem: &'static RawSemaphore,
+    table: &WaitTable,
+    word: &'static AtomicU32,
+    owner: Arc<dyn Owner>,
+) -> Ticket {
+    // SAFETY: the word is leaked: alive for the whole model.
+    unsafe { sem.acquire_async(table, key(word), Instant::now(), owner, next_token) }
+        .expect("no permit: the acquirer queues")
+}
+
+fn acquire(sem: &'static RawSemaphore, table: &WaitTable, word: &'static AtomicU32, stopping: bool) -> Taken {
+    // SAFETY: as above.
+    unsafe { sem.acquire(table, key(word), None, Duration::from_secs(1), || stopping) }
+}
+
+fn release(sem: &'static RawSemaphore, table: &WaitTable, word: &'static AtomicU32, n: u32) -> u32 {
+    // SAFETY: as above.
+    unsafe { sem.release(table, key(word), n) }
+}
+
+/// The token an async acquirer was woken with, if it was.
+fn woken_with(owner: &Recorder) -> Option<u32> {
+    unparked(owner)
+}
+
+/// FAIR's release races the deadline of W's async acquirer: W is handed the
+/// permit (the word stays empty) or W timed out and the permit is in the
+/// word. Never both, never neither.
+#[test]
+fn semaphore_handoff_vs_timeout() {
+    model("semaphore_handoff_vs_timeout", || {
+        let (word, table) = semaphore(0);
+        let owner = Recorder::new();
+        let ticket = acquire_async(&FAIR, &table, word, owner.clone());
+        assert_eq!(word.load(SeqCst), Q);
+        let releaser = {
+            let table = table.clone();
+            loom::thread::spawn(move || assert_eq!(release(&FAIR, &table, word, 1), 0))
+        };
+        let timed_out = table.timeout(ticket);
+        releaser.join().unwrap();
+        let got = woken_with(&owner) == Some(TOKEN_PERMIT);
+        assert!(got != timed_out, "handed {got}, timed out {timed_out}");
+        assert_eq!(u32::from(got) + permits(word), 1, "a permit lost or duplicated");
+        assert_queued_matches(word, &table);
+    });
+}
+
+/// UNFAIR's release races the deadline: the permit is in the word either
+/// way, and W was woken to compete for it or timed out, not both.
+#[test]
+fn semaphore_retry_vs_timeout() {
+    model("semaphore_retry_vs_timeout", || {
+        let (word, table) = semaphore(0);
+        let owner = Recorder::new();
+        let ticket = acquire_async(&UNFAIR, &table, word, owner.clone());
+        let releaser = {
+            let table = table.clone();
+            loom::thread::spawn(move || assert_eq!(release(&UNFAIR, &table, word, 1), 0))
+        };
+        let timed_out = table.timeout(ticket);
+        releaser.join().unwrap();
+        assert!((woken_with(&owner) == Some(PERMIT_RETRY)) != timed_out);
+        assert_eq!(word.load(SeqCst), 1);
+        assert_queued_matches(word, &table);
+    });
+}
+
+/// FAIR's release races an abort: a cancelled acquirer gets nothing and the
+/// permit stays in the word; one not cancelled in time holds it.
+#[test]
+fn semaphore_handoff_vs_cancel() {
+    model("semaphore_handoff_vs_cancel", || {
+        let (word, table) = semaphore(0);
+        let owner = Recorder::new();
+        let ticket = acquire_async(&FAIR, &table, word, owner.clone());
+        let releaser = {
+            let table = table.clone();
+            loom::thread::spawn(move || assert_eq!(release(&FAIR, &table, word, 1), 0))
+        };
+        let cancelled = table.cancel(ticket);
+        releaser.join().unwrap();
+        assert!((woken_with(&owner) == Some(TOKEN_PERMIT)) != cancelled);
+        assert_eq!(u32::from(!cancelled) + permits(word), 1, "a permit lost or duplicated");
+        assert_queued_matches(word, &table);
+    });
+}
+
+/// A blocking acquirer parks while a permit is released: no lost wake-up
+/// (an acquirer left parked deadlocks the model); it ends up with the
+/// permit, taken from the word, handed over, or competed for.
+#[test]
+fn semaphore_park_vs_release() {
+    for sem in [&FAIR, &UNFAIR] {
+        model("semaphore_park_vs_release", move || {
+            let (word, table) = semaphore(0);
+            let acquirer = {
+                let table = table.clone();
+                loom::thread::spawn(move || acquire(sem, &table, word, false))
+            };
+            assert_eq!(release(sem, &table, word, 1), 0);
+            assert_eq!(acquirer.join().unwrap(), Taken::Acquired);
+            assert_eq!(word.load(SeqCst), 0);
+            assert_queued_matches(word, &table);
+        });
+    }
+}
+
+/// FAIR's release of two permits races the timeout of the first of two
+/// queued acquirers: the second always gets one, the first gets the other
+/// or it goes to the word. Two permits in all, never more.
+#[test]
+fn semaphore_release_many_vs_timeout() {
+    model("semaphore_release_many_vs_timeout", || {
+        let (word, table) = semaphore(0);
+        let (first, second) = (Recorder::new(), Recorder::new());
+        let ticket = acquire_async(&FAIR, &table, word, first.clone());
+        acquire_async(&FAIR, &table, word, second.clone());
+        let releaser = {
+            let table = table.clone();
+            loom::thread::spawn(move || assert_eq!(release(&FAIR, &table, word, 2), 0))
+        };
+        let timed_out = table.timeout(ticket);
+        releaser.join().unwrap();
+        assert_eq!(woken_with(&second), Some(TOKEN_PERMIT), "the second acquirer was passed over");
+        assert!((woken_with(&first) == Some(TOKEN_PERMIT)) != timed_out);
+        assert_eq!(u32::from(!timed_out) + 1 + permits(word), 2, "a permit lost or duplicated");
+        assert_queued_matches(word, &table);
+    });
+}
+
+/// A release wakes W (handing it the permit, or to compete) while W's
+/// thread is torn down (marked dead, its waiters removed); X waits behind
+/// W. The wake-up ends up with exactly one of them: W if it reached W
+/// alive, else X (passed on by W's teardown, or by the release that found W
+/// gone). A handed permit is never in the word as well; a permit to compete
+/// for always is.
+#[test]
+fn semaphore_wakeup_vs_waiter_thread_teardown() {
+    for sem in [&FAIR, &UNFAIR] {
+        model("semaphore_wakeup_vs_waiter_thread_teardown", move || {
+            let (word, table) = semaphore(0);
+            let w_owner = Arc::new(Passing {
+                dead: loom::sync::atomic::AtomicBool::new(false),
+                table: table.clone(),
+                log: Mutex::default(),
+            });
+            let x_owner = Recorder::new();
+            acquire_async(sem, &table, word, w_owner.clone());
+            acquire_async(sem, &table, word, x_owner.clone());
+            let teardown = {
+                let (table, w_owner) = (table.clone(), w_owner.clone());
+                loom::thread::spawn(move || {
+                    w_owner.dead.store(true, SeqCst);
+                    let owner: Arc<dyn Owner> = w_owner;
+                    table.remove_owner(&owner, |_| {})
+                })
+            };
+            assert_eq!(release(sem, &table, word, 1), 0);
+            teardown.join().unwrap();
+            let expected = if std::ptr::eq(sem, &FAIR) { TOKEN_PERMIT } else { PERMIT_RETRY };
+            let w_kept = match w_owner.log.lock().unwrap().as_slice() {
+                [] => false,
+                [(_, AsyncOutcome::Unparked(t, _))] => {
+                    assert_eq!(*t, expected);
+                    true
+                }
+                other => panic!("unexpected outcomes for W {other:?}"),
+            };
+            let x_woken = woken_with(&x_owner);
+            assert!(x_woken.is_none() || x_woken == Some(expected));
+            assert!(w_kept != x_woken.is_some(), "W kept it: {w_kept}, X woken: {x_woken:?}");
+            assert_eq!(permits(word), u32::from(expected == PERMIT_RETRY), "a permit lost or duplicated");
+            assert_queued_matches(word, &table);
+        });
+    }
+}
+
+/// A permit handed to a blocking acquirer whose thread is stopping is
+/// released again, and reaches the acquirer behind it, which must not be
+/// left asleep.
+#[test]
+fn semaphore_handoff_to_a_stopping_acquirer_is_passed_on() {
+    model("semaphore_handoff_to_a_stopping_acquirer_is_passed_on", || {
+        let (word, table) = semaphore(0);
+        let stopping = {
+            let table = table.clone();
+            loom::thread::spawn(move || acquire(&FAIR, &table, word, true))
+        };
+        while table.len(key(word)) < 1 {
+            loom::thread::yield_now();
+        }
+        let behind = {
+            let table = table.clone();
+            loom::thread::spawn(move || acquire(&FAIR, &table, word, false))
+        };
+        while table.len(key(word)) < 2 {
+            loom::thread::yield_now();
+        }
+        assert_eq!(release(&FAIR, &table, word, 1), 0);
+        assert_eq!(stopping.join().unwrap(), Taken::Interrupted);
+        assert_eq!(behind.join().unwrap(), Taken::Acquired);
+        assert_eq!(word.load(SeqCst), 0);
+        assert_queued_matches(word, &table);
+    });
+}
+
+/// W's deadline passes while X queues: whichever goes first, `Q` is set
+/// while one of them is queued, and clear once both have left.
+#[test]
+fn semaphore_timeout_vs_park_keeps_the_queued_bit_exact() {
+    model("semaphore_timeout_vs_park_keeps_the_queued_bit_exact", || {
+        let (word, table) = semaphore(0);
+        let ticket = acquire_async(&FAIR, &table, word, Recorder::new());
+        let timer = {
+            let table = table.clone();
+            loom::thread::spawn(move || assert!(table.timeout(ticket)))
+        };
+        let x = acquire_async(&FAIR, &table, word, Recorder::new());
+        timer.join().unwrap();
+        assert_queued_matches(word, &table);
+        assert!(table.cancel(x));
+        assert_eq!(word.load(SeqCst), 0);
+        assert_queued_matches(word, &table);
+    });
+}
+
+/// JavaScript's fast paths, which carry `Q` along: take a permit if the
+/// word holds one; give one back without the addon unless `Q` is set.
+fn try_take(word: &AtomicU32) -> bool {
+    let w = word.load(SeqCst);
+    w & PERMITS != 0 && word.compare_exchange(w, w - 1, SeqCst, SeqCst).is_ok()
+}
+
+fn give_back(sem: &'static RawSemaphore, table: &WaitTable, word: &'static AtomicU32) {
+    let w = word.load(SeqCst);
+    if w & Q != 0 || word.compare_exchange(w, w + 1, SeqCst, SeqCst).is_err() {
+        assert_eq!(release(sem, table, word, 1), 0);
+    }
+}
+
+/// UNFAIR: a newcomer's fast path takes the permit a release added for the
+/// woken acquirer B, then gives it back. B queues again and is not left
+/// asleep; it ends with the permit, and the word with nothing.
+#[test]
+fn semaphore_barging_newcomer_vs_woken_acquirer() {
+    model("semaphore_barging_newcomer_vs_woken_acquirer", || {
+        let (word, table) = semaphore(0);
+        let acquirer = {
+            let table = table.clone();
+            loom::thread::spawn(move || acquire(&UNFAIR, &table, word, false))
+        };
+        while table.len(key(word)) < 1 {
+            loom::thread::yield_now();
+        }
+        let releaser = {
+            let table = table.clone();
+            loom::thread::spawn(move || assert_eq!(release(&UNFAIR, &table, word, 1), 0))
+        };
+        if try_take(word) {
+            give_back(&UNFAIR, &table, word);
+        }
+        releaser.join().unwrap();
+        assert_eq!(acquirer.join().unwrap(), Taken::Acquired);
+        assert_eq!(word.load(SeqCst), 0);
+        assert_queued_matches(word, &table);
+    });
+}
+
+// --- the condition variable protocol (futex_core::condvar) -------------------
+//
+// JavaScript's notify is one fetch-add of 2 on the word, then the addon only
+// if the value it replaced had `W`. Invariants: no wake-up lost (a sleeper
+// left parked deadlocks the model), and `W` is set exactly when waiters are
+// queued.
+
+use futex_core::condvar::{Waited, W as WAITING};
+use futex_core::RawCondvar;
+
+static CONDVAR: RawCondvar = RawCondvar;
+
+fn js_notify(table: &WaitTable, word: &'static AtomicU32, count: usize) -> usize {
+    if word.fetch_add(2, SeqCst) & WAITING == 0 {
+        return 0;
+    }
+    // SAFETY: the word is leaked: alive for the whole model.
+    unsafe { CONDVAR.notify(table, key(word), count) }
+}
+
+fn assert_waiting_matches(word: &AtomicU32, table: &WaitTable) {
+    let queued = table.len(key_of(word)) > 0;
+    assert_eq!(word.load(SeqCst) & WAITING != 0, queued, "word {:#x}, queued {queued}", word.load(SeqCst));
+}
+
+/// A sleeper read the sequence and sleeps while a notifier bumps it and
+/// notifies: either the sleeper saw the new sequence, or the notify saw `W`
+/// and woke it. Never left asleep.
+#[test]
+fn condvar_wait_vs_notify() {
+    for count in [1, usize::MAX] {
+        model("condvar_wait_vs_notify", move || {
+            let word: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(4)));
+            let table = Arc::new(WaitTable::new(1));
+            let seen = word.load(SeqCst);
+            let notifier = {
+                let table = table.clone();
+                loom::thread::spawn(move || js_notify(&table, word, count))
+            };
+            // SAFETY: the word is leaked.
+            let r = unsafe { CONDVAR.wait(&table, key(word), seen, None, Duration::from_secs(1), || false) };
+            let woken = notifier.join().unwrap();
+            assert_eq!(r, Waited::Ok);
+            assert!(woken <= 1);
+            assert_eq!(word.load(SeqCst) & !WAITING, 6);
+            assert_waiting_matches(word, &table);
+        });
+    }
+}
+
+/// A notify races the deadline of an async sleeper: exactly one of them
+/// takes it out of the queue, and `W` ends clear.
+#[test]
+fn condvar_notify_vs_timeout() {
+    model("condvar_notify_vs_timeout", || {
+        let word: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+        let table = Arc::new(WaitTable::new(1));
+        let owner = Recorder::new();
+        // SAFETY: the word is leaked.
+        let ticket = unsafe { CONDVAR.wait_async(&table, key(word), 0, owner.clone(), next_token) }.expect("queued");
+        let notifier = {
+            let table = table.clone();
+            loom::thread::spawn(move || js_notify(&table, word, 1))
+        };
+        let timed_out = table.timeout(ticket);
+        let woken = notifier.join().unwrap();
+        assert!((woken == 1) != timed_out);
+        assert_eq!(owner.log().len(), 1);
+        assert_waiting_matches(word, &table);
+    });
+}
+
+/// A notifyOne reaches a blocking sleeper whose thread is stopping: it
+/// passes the wake-up on to the sleeper behind it, which must not be left
+/// asleep.
+#[test]
+fn condvar_notify_to_a_stopping_sleeper_is_passed_on() {
+    model("condvar_notify_to_a_stopping_sleeper_is_passed_on", || {
+        let word: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+        let table = Arc::new(WaitTable::new(1));
+        let sleeper = |stopping: bool, table: Arc<WaitTable>| {
+            loom::thread::spawn(move || {
+                // SAFETY: the word is leaked.
+                unsafe { CONDVAR.wait(&table, key(word), 0, None, Duration::from_secs(1), || stopping) }
+            })
+        };
+        let stopping = sleeper(true, table.clone());
+        while table.len(key(word)) < 1 {
+            loom::thread::yield_now();
+        }
+        let behind = sleeper(false, table.clone());
+        while table.len(key(word)) < 2 {
+            loom::thread::yield_now();
+        }
+        assert_eq!(js_notify(&table, word, 1), 1);
+        assert_eq!(stopping.join().unwrap(), Waited::Interrupted);
+        assert_eq!(behind.join().unwrap(), Waited::Ok);
+        assert_waiting_matches(word, &table);
+    });
+}
