@@ -13,7 +13,7 @@
 // and finally returns its result.
 //
 // The same procedure code serves the blocking and the promise-based API of
-// Condition and Semaphore: only the driver differs.
+// Barrier, WaitGroup and the events: only the driver differs.
 //
 // Cancellation contract (tokio's): when the signal fires, `ctx.cancelled`
 // becomes true and the driver tries to take the queued waiter back out. If it

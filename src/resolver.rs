@@ -323,8 +323,9 @@ pub unsafe fn init(env: sys::napi_env, deliver: sys::napi_value) -> Result<()> {
 }
 
 /// An outcome as `lib/futex.js` receives it: 0 'ok', 1 'timed-out', and
-/// for a lock's waiter 2 'handoff' and 3 'owner-died' (the lock is held). A
-/// lock waiter's safety slice that ran out is an 'ok': look again.
+/// for a waiter of a lock or semaphore word 2 'handoff' and 3 'owner-died'
+/// (the lock or permit is held). A lock waiter's safety slice that ran out
+/// is an 'ok': look again.
 fn outcome_code(token: Token, outcome: AsyncOutcome) -> u32 {
     match outcome {
         AsyncOutcome::Ok => 0,
