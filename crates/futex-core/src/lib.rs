@@ -25,17 +25,20 @@
 //!   parking_lot's `park` / `unpark_one` with callbacks run under the bucket
 //!   lock, for protocols built on the table.
 //! * [`lock`]: the robust mutex word built that way.
+//! * [`rwlock`]: the robust reader-writer lock built the same way.
 //! * [`timer`]: one background thread that fires async deadlines.
 //! * `sync`: a `std` / `loom` shim so model tests run the same code.
 
 pub mod lock;
+pub mod rwlock;
 mod sync;
 pub mod table;
 pub mod timer;
 
 pub use lock::RawLock;
+pub use rwlock::RawRwLock;
 pub use table::{
-    presence_slot, AsyncOutcome, Key, Owner, Park, ParkToken, PresenceCount, Protocol, Ticket, UnparkResult,
+    presence_slot, AsyncOutcome, FilterOp, Key, Owner, Park, ParkToken, PresenceCount, Protocol, Ticket, UnparkResult,
     UnparkToken, WaitResult, WaitTable, PRESENCE_SLOTS, TOKEN_NORMAL,
 };
 pub use timer::Timer;
