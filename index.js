@@ -3,6 +3,7 @@ const futex = require('./lib/futex')
 const { AsyncLock } = require('./lib/lock')
 const { Condition } = require('./lib/condition')
 const { Semaphore } = require('./lib/semaphore')
+const { RwLock } = require('./lib/rwlock')
 const errors = require('./lib/errors')
 
 module.exports = {
@@ -13,6 +14,7 @@ module.exports = {
   AsyncLock,
   Condition,
   Semaphore,
+  RwLock,
   LockTimeoutError: errors.LockTimeoutError,
   AbortError: errors.AbortError,
   LockOwnershipError: errors.LockOwnershipError,

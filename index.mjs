@@ -2,7 +2,7 @@
 import { createRequire } from 'module'
 const cjs = createRequire(import.meta.url)('./index.js')
 export const { wait, notify, waitAsync, setKeepAlive } = cjs
-export const { AsyncLock, Condition, Semaphore } = cjs
+export const { AsyncLock, Condition, Semaphore, RwLock } = cjs
 export const { LockTimeoutError, AbortError, LockOwnershipError, DeadlockError } = cjs
 export const { ACQUIRED, OWNER_DIED, E_TIMEOUT, E_ABORTED, E_NOT_OWNER, E_DEADLOCK } = cjs
 export default cjs

@@ -305,6 +305,21 @@ function lockAsync (ta, index, me, waited, timeout) {
   return { token: [seq, slot], promise: register(ta, seq, slot) }
 }
 
+// One step of an async acquisition of a protocol with two queues (the
+// reader-writer lock, src/rwlock.rs): `call(slot)` answers 0 or -1 (taken
+// now), or seq · 2 + q for a waiter queued in `slot` on ta[index + q].
+// Returns that 0 / -1, or { token, index: q, promise }.
+function protocolAsync (ta, call) {
+  const slot = claimSlot()
+  const n = call(slot)
+  if (n <= 0) {
+    register(ta, 0, slot)
+    return n
+  }
+  const seq = Math.floor(n / 2)
+  return { token: [seq, slot], index: n % 2, promise: register(ta, seq, slot) }
+}
+
 // Takes a queued waiter back out (`token` as enqueueAsync returned it). True
 // if it had not been woken or timed out yet: it consumed no wake-up, and its
 // promise settles with 'cancelled'.
@@ -386,6 +401,7 @@ module.exports = {
     toCount,
     enqueueAsync,
     lockAsync,
+    protocolAsync,
     cancelAsync,
     isThreadAlive: binding.isThreadAlive,
     queueLength: binding.queueLength,
