@@ -340,9 +340,10 @@ export interface WriteRelease extends Release {
  * copies with `new RwLock(lock.buffer, lock.byteOffset)`).
  *
  * Many readers or one writer. Uncontended read lock + unlock and write
- * lock + unlock run in JavaScript (a compareExchange and a load each).
- * Policy: a reader that arrives while a writer holds or waits queues behind
- * it, and a writer's unlock lets every queued reader in before the next
+ * lock + unlock run in JavaScript (two compareExchanges and a load, and two
+ * compareExchanges). Policy (phase-fair): a reader that arrives while a
+ * writer holds or waits queues behind it, and once a waiter has waited
+ * 1 ms a writer's unlock lets every queued reader in before the next
  * writer: neither side starves the other.
  *
  * Ownership is per thread. A writer that dies holding the lock is

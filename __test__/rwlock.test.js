@@ -38,6 +38,15 @@ async function nativeCalls (f) {
   return count
 }
 
+// An unlock hands the lock over (phase-fair) once the oldest waiter has
+// waited 1 ms; younger waiters are woken to compete. Let more than that pass
+// (the waiters queued before this is called; nothing here measures anything).
+function waitedLongEnough () {
+  const { performance } = require('perf_hooks') // no global before Node 16
+  const start = performance.now()
+  return until(() => performance.now() - start > 2, '2 ms to pass')
+}
+
 // The lock is free and nothing is queued or left behind.
 function assertIdle (lock) {
   assert.deepStrictEqual(Array.from(cells(lock)), [0, 0, 0, 0])
@@ -152,6 +161,7 @@ describe('RwLock: ownership and deadlocks', () => {
     const second = lock.writeAsync()
     const reader = lock.readAsync()
     await until(() => queued(lock) === 2, 'two queued')
+    await waitedLongEnough()
     w()
     const r = await reader
     assert.strictEqual(lock.readers, 1)
@@ -269,6 +279,7 @@ describe('RwLock: policy, handoff and downgrade (main thread async, workers bloc
       await until(() => queued(lock) === 2, 'w2 queued')
       const r3 = lock.readAsync().then((r) => { order.push('r3'); return r })
       await until(() => queued(lock) === 3, 'r3 queued')
+      await waitedLongEnough()
       w.send('go')
       await w.next('released')
       const [a, b] = await Promise.all([r1, r3])
@@ -289,6 +300,21 @@ describe('RwLock: policy, handoff and downgrade (main thread async, workers bloc
     } finally {
       await w.terminate()
     }
+    assertIdle(lock)
+  })
+
+  test('before a waiter has waited 1 ms, an unlock releases and wakes every waiter to compete; all get in', async () => {
+    const lock = new RwLock()
+    const w = await lock.writeAsync()
+    const waiting = [lock.readAsync(), lock.writeAsync(), lock.readAsync(), lock.writeAsync()]
+    await until(() => queued(lock) === 4, 'four queued')
+    w()
+    const outcomes = []
+    await Promise.all(waiting.map((p) => p.then((release) => {
+      outcomes.push(release.ownerDied)
+      release()
+    })))
+    assert.deepStrictEqual(outcomes, [false, false, false, false])
     assertIdle(lock)
   })
 
@@ -328,6 +354,7 @@ describe('RwLock: policy, handoff and downgrade (main thread async, workers bloc
       await until(() => queued(lock) === 1, 'the writer queued')
       const reader = lock.readAsync()
       await until(() => queued(lock) === 2, 'a reader queued')
+      await waitedLongEnough()
       const read = release.downgrade()
       assert.throws(() => release.downgrade(), isNotOwner)
       release() // already given up by the downgrade: does nothing
@@ -434,13 +461,13 @@ describe('RwLock: exactness and fairness under contention', () => {
 
   test('a continuous stream of readers does not starve a writer', { timeout: 60000 }, async () => {
     const lock = new RwLock()
-    const shared = new Int32Array(new SharedArrayBuffer(8)) // [0] reads, [1] stop
+    const shared = new Int32Array(new SharedArrayBuffer(12)) // [0] reads, [1] stop, [2] readers inside
     // Three overlapping readers: at almost every instant one holds a read lock.
     const stream = `
       while (Atomics.load(shared, 1) === 0) {
-        lock.read(); Atomics.add(shared, 0, 1)
+        lock.read(); Atomics.add(shared, 2, 1); Atomics.add(shared, 0, 1)
         for (let k = 0; k < 200; k++) Atomics.load(shared, 0)
-        lock.readUnlock()
+        Atomics.sub(shared, 2, 1); lock.readUnlock()
       }
       post('done')
     `
@@ -449,7 +476,7 @@ describe('RwLock: exactness and fairness under contention', () => {
       await until(() => shared[0] > 1000, 'the readers to be streaming')
       const release = await lock.writeAsync({ timeout: 20000 })
       const readsWhileWriting = shared[0]
-      assert.strictEqual(lock.readers, 0)
+      assert.strictEqual(Atomics.load(shared, 2), 0, 'a reader is inside with the writer')
       release()
       await until(() => shared[0] > readsWhileWriting, 'the readers to go on')
       Atomics.store(shared, 1, 1)

@@ -14,6 +14,7 @@
 //   DIED       a writer died holding the lock: the next acquisition is told
 //
 //   SLOT 1..3  0, or the owner id of a thread that holds a read lock there
+//              (+ MARK = 2^30 once a writer sleeps until the readers leave)
 //
 //   STATE              slots / overflow   the lock
 //   0                  empty              free
@@ -28,8 +29,9 @@
 // Uncontended, everything is pure JavaScript:
 //   read         claim a free slot (compareExchange 0 → me), load STATE:
 //                no writer (and no news of a dead one) → held
-//   read unlock  compareExchange the slot me → 0, load STATE: DRAINING →
-//                the addon wakes the writer if the readers are gone
+//   read unlock  compareExchange the slot me → 0; if a sleeping writer
+//                marked it (me + MARK), empty it and the addon wakes the
+//                writer if the readers are gone
 //   write        compareExchange STATE 0 → me·16, load the slots: empty → held
 //   write unlock compareExchange STATE me·16 → 0
 // A reader writes its slot and then reads STATE; a writer writes STATE and
@@ -40,9 +42,11 @@
 // (crates/futex-core/src/rwlock.rs):
 //   park     a reader queues while a writer holds or waits (so a stream of
 //            readers cannot starve writers); a writer queues behind a writer
-//   unlock   a writer's unlock hands the read lock to every queued reader
-//            and the writer's place to the oldest queued writer, at once
-//            (phase-fair: a stream of writers cannot starve readers)
+//   unlock   once the oldest waiter has waited 1 ms, a writer's unlock hands
+//            the read lock to every queued reader and the writer's place to
+//            the oldest queued writer, at once (phase-fair: a stream of
+//            writers cannot starve readers); before that it releases the
+//            lock and wakes every waiter to compete ('ok')
 //   drain    a writer with the writer's place sleeps on SLOT 1's address
 //            until the last reader leaves and hands it the write lock
 //   death    a writer that ends holding the lock is released as its unlock
@@ -62,6 +66,8 @@ const OVERFLOW = 4
 const SHIFT = 4
 const ME = threadId + 1 // this thread's owner id
 const WRITE_ME = ME << SHIFT
+const MARK = 1 << 30 // on a reader's slot: a writer sleeps until the readers leave
+const MARKED_ME = ME | MARK
 const MAX_OWNER = (1 << 27) - 1
 const VIEW = Symbol('RwLock view')
 
@@ -92,16 +98,41 @@ function readNow (ta) {
   return false
 }
 
-// Empties our slot `i`; wakes a writer that waits for the readers.
+// Before queueing, spin briefly (about a microsecond, as AsyncLock does):
+// critical sections are often shorter than a sleep and a wake-up. A reader
+// spins while a writer is inside and nobody is queued; once someone is
+// queued it queues behind them.
+const SPINS = 100
+const PARKED = 1
+
+function readSpin (ta) {
+  for (let i = 0; i < SPINS; i++) {
+    const s = Atomics.load(ta, STATE)
+    if ((s & ~OVERFLOW) === 0) {
+      if (readNow(ta)) return true
+    } else if ((s & PARKED) !== 0) {
+      return false
+    }
+  }
+  return false
+}
+
+// Backs out of slot `i`, just claimed: empties it (a writer that waits for
+// the readers may have marked it meanwhile), then wakes that writer if it
+// sleeps: it set DRAINING before it looked at the slots.
 function leaveSlot (ta, i) {
-  Atomics.store(ta, i, 0)
+  Atomics.exchange(ta, i, 0)
   if ((Atomics.load(ta, STATE) & DRAINING) !== 0) binding.rwReadRelease(ta, STATE, ME, true)
 }
 
+// Our slot holds ME, or ME + MARK once a writer sleeps until the readers
+// leave: then the addon wakes it if we were the last.
 function readRelease (ta) {
   for (let i = FIRST_SLOT; i <= LAST_SLOT; i++) {
-    if (Atomics.compareExchange(ta, i, ME, 0) === ME) {
-      if ((Atomics.load(ta, STATE) & DRAINING) !== 0) binding.rwReadRelease(ta, STATE, ME, true)
+    const v = Atomics.compareExchange(ta, i, ME, 0)
+    if (v === ME) return
+    if (v === MARKED_ME && Atomics.compareExchange(ta, i, MARKED_ME, 0) === MARKED_ME) {
+      binding.rwReadRelease(ta, STATE, ME, true)
       return
     }
   }
@@ -112,7 +143,7 @@ function readRelease (ta) {
 }
 
 function holdsRead (ta) {
-  for (let i = FIRST_SLOT; i <= LAST_SLOT; i++) if (Atomics.load(ta, i) === ME) return true
+  for (let i = FIRST_SLOT; i <= LAST_SLOT; i++) if ((Atomics.load(ta, i) & ~MARK) === ME) return true
   return false
 }
 
@@ -125,6 +156,21 @@ function writeNow (ta) {
   if (Atomics.compareExchange(ta, STATE, 0, WRITE_ME) !== 0) return BUSY
   for (let i = FIRST_SLOT; i <= LAST_SLOT; i++) if (Atomics.load(ta, i) !== 0) return PENDING
   return HELD
+}
+
+// A writer spins too: for the place while a writer is inside and nobody is
+// queued, then (holding the place) for the readers to leave.
+function writeSpin (ta, r) {
+  for (let i = 0; i < SPINS && r === BUSY; i++) {
+    const s = Atomics.load(ta, STATE)
+    if (s === 0) r = writeNow(ta)
+    else if ((s & PARKED) !== 0 || ownerOf(s) === ME) return r
+  }
+  if (r !== PENDING) return r
+  for (let i = 0; i < SPINS; i++) {
+    if (Atomics.load(ta, 1) === 0 && Atomics.load(ta, 2) === 0 && Atomics.load(ta, 3) === 0) return HELD
+  }
+  return PENDING
 }
 
 // Releases the write lock, or gives the writer's place up.
@@ -145,9 +191,10 @@ function waited (r, what, timeout) {
 // Resolves with ACQUIRED or OWNER_DIED; rejects with LockTimeoutError or
 // AbortError, leaving nothing held or queued. `write`: the write lock, else
 // a read lock. Each step either takes the lock or queues one waiter whose
-// outcome is 'handoff' / 'owner-died' (held), 'ok' (a writer was given the
-// writer's place: step again, now waiting for the readers), 'timed-out' or
-// 'cancelled'. A death taken over is always reported, even past an abort.
+// outcome is 'owner-died' (held), 'handoff' (held; for a writer queued on
+// STATE: the writer's place, step again to wait for the readers), 'ok' (the
+// lock was released: step again), 'timed-out' or 'cancelled'. A death taken
+// over is always reported, even past an abort.
 function acquireAsync (ta, opts, write, pending, what) {
   const signal = opts.signal
   const timeout = opts.timeout
@@ -168,10 +215,14 @@ function acquireAsync (ta, opts, write, pending, what) {
       release(ta) // handed to us while we were being aborted: pass it on
       finish(reject, abortError(signal))
     }
+    let where = 0 // the queue of our last waiter: 0 STATE, 1 the writer's wait for the readers
     const step = (outcome) => {
       queued = null
-      if (outcome === 'handoff' || outcome === 'owner-died') return got(outcome === 'handoff' ? ACQUIRED : OWNER_DIED)
-      if (outcome === 'ok' && write) pending = true
+      if (outcome === 'owner-died') return got(OWNER_DIED)
+      if (outcome === 'handoff') {
+        if (!write || where === 1) return got(ACQUIRED)
+        pending = true // the writer's place is ours: now the readers
+      }
       const remaining = start + timeout - now()
       if (outcome === 'cancelled' || outcome === 'timed-out' || remaining <= 0 || aborted()) {
         if (pending) writeRelease(ta) // give the writer's place up
@@ -181,7 +232,8 @@ function acquireAsync (ta, opts, write, pending, what) {
         ? (slot) => binding.rwWriteWaitAsync(ta, STATE, ME, pending, remaining, slot)
         : (slot) => binding.rwReadWaitAsync(ta, STATE, ME, remaining, slot))
       if (q === 0 || q === -1) return got(q === 0 ? ACQUIRED : OWNER_DIED)
-      if (write && q.index === 1) pending = true // it waits for the readers
+      where = q.index
+      if (where === 1) pending = true // it waits for the readers
       queued = q
       q.promise.then(step)
     }
@@ -192,13 +244,14 @@ function acquireAsync (ta, opts, write, pending, what) {
 
 function readAsync (ta, opts, what) {
   if (opts.signal !== undefined && opts.signal.aborted) return Promise.reject(abortError(opts.signal))
-  if (readNow(ta)) return Promise.resolve(ACQUIRED)
+  if (readNow(ta) || readSpin(ta)) return Promise.resolve(ACQUIRED)
   return acquireAsync(ta, opts, false, false, what)
 }
 
 function writeAsync (ta, opts, what) {
   if (opts.signal !== undefined && opts.signal.aborted) return Promise.reject(abortError(opts.signal))
-  const r = writeNow(ta)
+  let r = writeNow(ta)
+  if (r !== HELD) r = writeSpin(ta, r)
   if (r === HELD) return Promise.resolve(ACQUIRED)
   return acquireAsync(ta, opts, true, r === PENDING, what)
 }
@@ -281,9 +334,9 @@ class RwLock {
 
   /** Blocks until a read lock is held: ACQUIRED or OWNER_DIED. */
   read (timeout) {
-    const t = timeoutOf('RwLock.read', timeout)
+    const t = timeout === undefined ? Infinity : timeoutOf('RwLock.read', timeout)
     const ta = this[VIEW]
-    if (readNow(ta)) return ACQUIRED
+    if (readNow(ta) || readSpin(ta)) return ACQUIRED
     return waited(binding.rwReadWait(ta, STATE, ME, t), 'RwLock.read', t)
   }
 
@@ -301,9 +354,9 @@ class RwLock {
 
   /** Blocks until the write lock is held: ACQUIRED or OWNER_DIED. */
   write (timeout) {
-    const t = timeoutOf('RwLock.write', timeout)
+    const t = timeout === undefined ? Infinity : timeoutOf('RwLock.write', timeout)
     const ta = this[VIEW]
-    const r = writeNow(ta)
+    let r = writeNow(ta)
     if (r === HELD) return ACQUIRED
     if (r === BUSY && ownerOf(Atomics.load(ta, STATE)) === ME) {
       throw new DeadlockError('RwLock.write: this thread already holds the write lock; blocking would never end')
@@ -312,6 +365,8 @@ class RwLock {
       if (r === PENDING) writeRelease(ta)
       throw new DeadlockError('RwLock.write: this thread holds a read lock; waiting for the readers would never end')
     }
+    r = writeSpin(ta, r)
+    if (r === HELD) return ACQUIRED
     return waited(binding.rwWriteWait(ta, STATE, ME, r === PENDING, t), 'RwLock.write', t)
   }
 

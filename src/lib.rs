@@ -16,8 +16,8 @@ use parking_lot::Mutex;
 mod cell;
 pub mod lock;
 pub mod raw;
-pub mod rwlock;
 mod resolver;
+pub mod rwlock;
 
 use cell::Cell;
 use resolver::Token;

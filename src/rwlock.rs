@@ -6,7 +6,7 @@
 //! `Int32Array`. Owner ids are `threadId + 1`, as JavaScript writes them.
 //! Result codes are those of src/lock.rs.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futex_core::lock::{Acquired, OwnerState};
 use futex_core::RawRwLock;
@@ -17,9 +17,11 @@ use crate::lock::{code, owner_state, word, HELD};
 use crate::resolver::Token;
 use crate::{deadline, js_alive, queued, this_resolver, SLICE, TABLE};
 
-/// The protocol of every reader-writer lock in the process. Owner death is
-/// pushed (`thread_ended` in src/lib.rs).
-pub(crate) static RWLOCK: RawRwLock<fn(u32) -> OwnerState> = RawRwLock::new(owner_state);
+/// The protocol of every reader-writer lock in the process. An unlock hands
+/// the lock over (phase-fair) once a waiter has waited 1 ms, as AsyncLock's
+/// does; younger waiters are woken to compete. Owner death is pushed
+/// (`thread_ended` in src/lib.rs).
+pub(crate) static RWLOCK: RawRwLock<fn(u32) -> OwnerState> = RawRwLock::new(owner_state, Duration::from_millis(1));
 
 /// The address of the lock at `ta[index]`, checking that its four words are
 /// in the array.
@@ -29,8 +31,9 @@ pub(crate) static RWLOCK: RawRwLock<fn(u32) -> OwnerState> = RawRwLock::new(owne
 unsafe fn lock_at(env: &Env, ta: &Unknown, index: f64) -> Result<usize> {
     // SAFETY: the caller's duty; both lookups check the index against the array.
     unsafe {
-        word(env, ta, index + 3.0)
-            .map_err(|_| Error::new(Status::InvalidArg, "a reader-writer lock is four Int32Array elements".to_owned()))?;
+        word(env, ta, index + 3.0).map_err(|_| {
+            Error::new(Status::InvalidArg, "a reader-writer lock is four Int32Array elements".to_owned())
+        })?;
         word(env, ta, index)
     }
 }

@@ -36,8 +36,11 @@
 //! * read: claim a free slot (`0 → me`, one compare-exchange), then load
 //!   `STATE`: `owner == 0` and no `DIED` → held. Otherwise give the slot back
 //!   and call [`RawRwLock::read`].
-//! * read unlock: `me → 0` on the slot, then load `STATE`: `DRAINING` set →
-//!   [`RawRwLock::read_unlock`] wakes the writer.
+//! * read unlock: `me → 0` on the slot. It fails when a writer that waits
+//!   for the readers has marked the slot (`me | MARK`): then `me | MARK → 0`
+//!   and [`RawRwLock::read_unlock`] wakes the writer. (A reader that backs
+//!   out of a slot it just claimed empties it and loads `STATE` for
+//!   `DRAINING` instead: the writer may not have marked it yet.)
 //! * write: `STATE` `0 → me << 4`, then load the slots: all empty → held;
 //!   otherwise [`RawRwLock::write`] with `pending` (the caller has the
 //!   writer's place and waits for the readers).
@@ -54,10 +57,14 @@
 //! Readers past the slots register under a mutex and set `OVERFLOW` in
 //! `STATE` itself, the word the writer's compare-exchange expects to be 0.
 //!
-//! No wake-up is lost: a writer that waits for readers sets `DRAINING` and
-//! then looks at the slots, under the bucket lock of key + 4; a leaving
-//! reader clears its slot and then looks at `DRAINING`, and wakes the writer
-//! under that same bucket lock (Dekker again). Queued waiters are woken only
+//! No wake-up is lost: a writer that waits for readers sets `DRAINING`,
+//! marks every taken slot and then looks at the slots, under the bucket lock
+//! of key + 4. A leaving reader's compare-exchange on its own slot either
+//! comes first (the writer sees the slot empty) or fails on the mark (the
+//! reader wakes the writer, under that same bucket lock): one word, so no
+//! ordering argument beyond its modification order. A reader that backs out
+//! of a slot the writer did not mark empties it and then looks at
+//! `DRAINING` (Dekker: the writer set `DRAINING` before looking at the slot). Queued waiters are woken only
 //! by whoever clears `owner`, under the key's bucket lock, where a parking
 //! waiter checked `owner` before it queued.
 //!
@@ -69,9 +76,14 @@
 //! * When a writer releases, every queued reader is handed the read lock at
 //!   once, and the oldest queued writer gets the writer's place (it waits for
 //!   exactly those readers), so a stream of writers cannot starve readers.
+//!   This handoff happens once the oldest waiter has waited
+//!   [`RawRwLock::fair_after`] (or a death must be told); before that the
+//!   unlock releases the lock and wakes every waiter to compete
+//!   ([`TOKEN_RETRY`]), as parking_lot's eventual fairness does: handing the
+//!   lock to threads that are asleep stalls everyone until they run.
 //!
-//! A reader waits for at most one writer's critical section; a writer for
-//! the writers ahead of it and one read phase each.
+//! Once handoffs happen, a reader waits for at most one writer's critical
+//! section; a writer for the writers ahead of it and one read phase each.
 //!
 //! # Robustness
 //!
@@ -112,16 +124,22 @@ const FLAGS: u32 = 15;
 pub const OWNER_SHIFT: u32 = 4;
 /// Reader slots after `STATE`.
 pub const SLOTS: usize = 3;
+/// A slot's mark: the writer waits for this reader (set by the writer that
+/// goes to sleep until the readers leave), so the reader's unlock, whose
+/// compare-exchange expects its bare id, takes the slow path and wakes it.
+pub const MARK: u32 = 1 << 30;
 /// The largest owner id `STATE` can name.
 pub const MAX_OWNER: u32 = (1 << 27) - 1;
 
 /// Unpark tokens (low two bits, as [`crate::lock`]'s: the same codes reach
-/// JavaScript). A writer woken with this owns the writer's place and waits
-/// for the readers to leave.
-pub const TOKEN_PENDING: UnparkToken = 0;
-/// Woken holding the lock (a reader: its read lock; a writer: the write lock).
+/// JavaScript). Woken to compete again: the lock was released.
+pub const TOKEN_RETRY: UnparkToken = 0;
+/// Woken holding the lock: a reader its read lock; a writer (on the key) the
+/// writer's place, still to wait for the readers inside, if any (on key + 4:
+/// the write lock).
 pub const TOKEN_HANDOFF: UnparkToken = 1;
-/// Woken holding the lock; a writer died holding it before.
+/// Woken holding the lock (a writer: the write lock itself); a writer died
+/// holding it before.
 pub const TOKEN_OWNER_DIED: UnparkToken = 2;
 const KIND: UnparkToken = 3;
 const U_READER: UnparkToken = 4;
@@ -176,6 +194,10 @@ unsafe fn words<'a>(key: Key) -> Words<'a> {
 /// queued.
 pub struct RawRwLock<D: Fn(u32) -> OwnerState + Sync + 'static> {
     pub owner: D,
+    /// An unlock hands the lock over (phase-fair) when a waiter has waited
+    /// this long; before that it releases the lock and wakes every waiter to
+    /// compete, so that threads that are running keep it moving.
+    pub fair_after: Duration,
     overflow: Mutex<Vec<(Key, u32)>>,
     ended: Mutex<Vec<(Key, u32)>>,
 }
@@ -200,13 +222,13 @@ enum WriteStep {
 
 impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
     #[cfg(not(loom))]
-    pub const fn new(owner: D) -> Self {
-        RawRwLock { owner, overflow: Mutex::new(Vec::new()), ended: Mutex::new(Vec::new()) }
+    pub const fn new(owner: D, fair_after: Duration) -> Self {
+        RawRwLock { owner, fair_after, overflow: Mutex::new(Vec::new()), ended: Mutex::new(Vec::new()) }
     }
 
     #[cfg(loom)]
-    pub fn new(owner: D) -> Self {
-        RawRwLock { owner, overflow: Mutex::new(Vec::new()), ended: Mutex::new(Vec::new()) }
+    pub fn new(owner: D, fair_after: Duration) -> Self {
+        RawRwLock { owner, fair_after, overflow: Mutex::new(Vec::new()), ended: Mutex::new(Vec::new()) }
     }
 
     fn dead(&self, owner: u32) -> bool {
@@ -226,7 +248,7 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
         for slot in w.slots {
             let r = slot.load(SeqCst);
             if r != 0 {
-                if self.dead(r) {
+                if self.dead(r & !MARK) {
                     let _ = slot.compare_exchange(r, 0, SeqCst, SeqCst);
                 } else {
                     any = true;
@@ -266,7 +288,9 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
     /// if `id` holds none.
     fn unclaim_read(&self, key: Key, w: &Words, id: u32) -> bool {
         for slot in w.slots {
-            if slot.compare_exchange(id, 0, SeqCst, SeqCst).is_ok() {
+            if slot.compare_exchange(id, 0, SeqCst, SeqCst).is_ok()
+                || slot.compare_exchange(id | MARK, 0, SeqCst, SeqCst).is_ok()
+            {
                 return true;
             }
         }
@@ -360,6 +384,17 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
     fn drain_validate(&self, key: Key, w: &Words) -> bool {
         w.state.fetch_or(DRAINING, SeqCst);
         fence(SeqCst);
+        // Mark the readers' slots: their unlock's compare-exchange (me → 0)
+        // then fails, and they come here to wake us.
+        for slot in w.slots {
+            let mut r = slot.load(SeqCst);
+            while r != 0 && r & MARK == 0 {
+                match slot.compare_exchange(r, r | MARK, SeqCst, SeqCst) {
+                    Ok(_) => break,
+                    Err(now) => r = now,
+                }
+            }
+        }
         if self.has_readers(key, w) {
             return true;
         }
@@ -399,9 +434,11 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
                     ReadStep::WakeDrain => self.wake_drain(table, key, &w),
                     ReadStep::Park => unreachable!("a park that queued"),
                 },
-                WaitResult::Unparked(t) => {
-                    return if kind(t) == TOKEN_OWNER_DIED { Acquired::OwnerDied } else { Acquired::Acquired }
-                }
+                WaitResult::Unparked(t) => match kind(t) {
+                    TOKEN_OWNER_DIED => return Acquired::OwnerDied,
+                    TOKEN_HANDOFF => return Acquired::Acquired,
+                    _ => {} // released: compete again
+                },
                 WaitResult::Ok => {}
                 WaitResult::TimedOut => return Acquired::TimedOut,
                 WaitResult::Interrupted => return Acquired::Interrupted,
@@ -508,9 +545,9 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
                         _ => pending = true,
                     },
                     WaitResult::Unparked(t) => match kind(t) {
-                        TOKEN_HANDOFF => return Acquired::Acquired,
                         TOKEN_OWNER_DIED => return Acquired::OwnerDied,
-                        _ => pending = true,
+                        TOKEN_HANDOFF => pending = true, // the place: now the readers
+                        _ => {}                          // released: compete again
                     },
                     WaitResult::Ok => {}
                     WaitResult::TimedOut => return Acquired::TimedOut,
@@ -538,9 +575,10 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
     /// One step of an async write acquisition (`pending` as in
     /// [`write`](Self::write)): `Err` with the outcome if decided now, else
     /// the ticket of a queued async waiter. A waiter queued on the key is
-    /// woken with [`TOKEN_HANDOFF`] / [`TOKEN_OWNER_DIED`] (held) or
-    /// [`TOKEN_PENDING`] (the writer's place is the caller's: call again with
-    /// `pending`); one queued on key + 4 (`pending`) with a handoff. A
+    /// woken with [`TOKEN_OWNER_DIED`] (held), [`TOKEN_HANDOFF`] (the
+    /// writer's place is the caller's: call again with `pending`) or
+    /// [`TOKEN_RETRY`] (call again); one queued on key + 4 (`pending`) with
+    /// [`TOKEN_HANDOFF`] / [`TOKEN_OWNER_DIED`] (held). A
     /// pending caller whose waiter times out or is cancelled gives its place
     /// up with [`write_unlock`](Self::write_unlock).
     ///
@@ -629,7 +667,7 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
     fn wake_drain(&self, table: &WaitTable, key: Key, w: &Words) {
         table.unpark_filter(
             drain_key(key),
-            |_| FilterOp::Unpark,
+            |_, _| FilterOp::Unpark,
             |chosen, _| {
                 let &[t] = chosen else { return None };
                 if w.state.load(SeqCst) & DRAINING == 0 || self.has_readers(key, w) {
@@ -688,8 +726,15 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
     ) -> bool {
         let mut done = false;
         let mut writer_seen = false;
-        let filter = |t: ParkToken| {
-            if t & P_WRITER == 0 {
+        // Decided by the oldest waiter, the first one the filter sees: hand
+        // over if it has waited `fair_after` (or a death must be told), else
+        // wake everyone to compete.
+        let fair = std::cell::Cell::new(None);
+        let filter = |t: ParkToken, since: Instant| {
+            let f = fair.get().unwrap_or_else(|| died || since.elapsed() >= self.fair_after);
+            fair.set(Some(f));
+            let fair = f;
+            if !fair || t & P_WRITER == 0 {
                 FilterOp::Unpark
             } else if writer_seen {
                 FilterOp::Skip
@@ -711,6 +756,19 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
                 self.claim_read(key, w, id);
             }
             let mut report = died || s & DIED != 0;
+            if fair.get() == Some(false) {
+                // Released: `owner` 0, nobody queued (all woken), the news kept.
+                let mut cur = s;
+                loop {
+                    let next = (cur & OVERFLOW) | if have_more { PARKED } else { 0 } | if report { DIED } else { 0 };
+                    match w.state.compare_exchange(cur, next, SeqCst, SeqCst) {
+                        Ok(_) => break,
+                        Err(now) => cur = now,
+                    }
+                }
+                let retry = |&t: &ParkToken| handed(parked_owner(t), t & P_WRITER == 0, false, TOKEN_RETRY);
+                return Some(chosen.iter().map(retry).collect());
+            }
             let mut tokens = vec![0; chosen.len()];
             let mut writer = None;
             let mut readers = false;
@@ -729,7 +787,7 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
                 let id = parked_owner(chosen[i]);
                 next_owner = id;
                 let k = if readers || self.has_readers(key, w) {
-                    TOKEN_PENDING // DIED, if still set, reaches it when the readers are gone
+                    TOKEN_HANDOFF // the place; DIED, if still set, reaches it once the readers are gone
                 } else if std::mem::take(&mut report) {
                     TOKEN_OWNER_DIED
                 } else {
@@ -803,6 +861,10 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> Protocol for RawRwLock<D> {
         let w = unsafe { words(main) };
         let id = token >> 4;
         let died = kind(token) == TOKEN_OWNER_DIED;
+        if kind(token) == TOKEN_RETRY {
+            // A wake-up to compete: everyone queued was woken with it.
+            return;
+        }
         if token & U_READER != 0 {
             // A read lock nobody will use: give it back, and keep the news.
             self.unclaim_read(main, &w, id);

@@ -814,8 +814,8 @@ impl WaitTable {
     /// Wakes a chosen set of the waiters of `key` (parking_lot's
     /// `unpark_filter`, with a token per woken waiter): under the bucket
     /// lock, `filter` is shown the park token of each live waiter of a
-    /// [`Protocol`], oldest first, and says whether to wake it, skip it or
-    /// stop looking; then `callback` learns the park tokens chosen and
+    /// [`Protocol`], oldest first, with since when its caller has waited,
+    /// and says whether to wake it, skip it or stop looking; then `callback` learns the park tokens chosen and
     /// whether others stay queued, and returns one unpark token for each of
     /// them, in the same order, or `None` to wake nobody. So a protocol can
     /// hand its state to a group of waiters (a reader-writer lock's readers)
@@ -823,7 +823,7 @@ impl WaitTable {
     pub fn unpark_filter(
         &self,
         key: Key,
-        mut filter: impl FnMut(ParkToken) -> FilterOp,
+        mut filter: impl FnMut(ParkToken, Instant) -> FilterOp,
         callback: impl FnOnce(&[ParkToken], bool) -> Option<Vec<UnparkToken>>,
     ) -> usize {
         let woken = {
@@ -837,7 +837,7 @@ impl WaitTable {
             let mut tokens = Vec::new();
             for (&seq, w) in waiters.iter() {
                 let Some(park) = w.park().filter(|_| w.is_live()) else { continue };
-                match filter(park.token) {
+                match filter(park.token, park.since) {
                     FilterOp::Unpark => {
                         chosen.push(seq);
                         tokens.push(park.token);

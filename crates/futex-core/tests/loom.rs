@@ -895,8 +895,9 @@ fn lock_owner_teardown_vs_cancel() {
 
 mod rw {
     use super::*;
-    use futex_core::lock::{Acquired, OwnerState};
-    use futex_core::rwlock::{self, drain_key, DRAINING, OWNER_SHIFT, PARKED};
+    pub use futex_core::lock::Acquired;
+    use futex_core::lock::OwnerState;
+    use futex_core::rwlock::{self, drain_key, DRAINING, MARK, OWNER_SHIFT, PARKED};
     use futex_core::RawRwLock;
     use loom::sync::atomic::AtomicU32;
 
@@ -911,7 +912,11 @@ mod rw {
 
     impl Lock {
         /// `state`: STATE; `slot`: what the first reader slot holds.
+        /// A lock that always hands over (`fair`) or never does.
         pub fn new(state: u32, slot: u32) -> Lock {
+            Lock::with(state, slot, true)
+        }
+        pub fn with(state: u32, slot: u32, fair: bool) -> Lock {
             let words: &'static [AtomicU32; 4] = Box::leak(Box::new([
                 AtomicU32::new(state),
                 AtomicU32::new(slot),
@@ -919,14 +924,11 @@ mod rw {
                 AtomicU32::new(0),
             ]));
             let dead: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
-            let rw: &'static Rw = Box::leak(Box::new(RawRwLock::new(Box::new(move |owner| {
-                if dead.load(SeqCst) == owner {
-                    OwnerState::Dead
-                } else {
-                    OwnerState::Ours
-                }
-            })
-                as Box<dyn Fn(u32) -> OwnerState + Send + Sync>)));
+            let rw: &'static Rw = Box::leak(Box::new(RawRwLock::new(
+                Box::new(move |owner| if dead.load(SeqCst) == owner { OwnerState::Dead } else { OwnerState::Ours })
+                    as Box<dyn Fn(u32) -> OwnerState + Send + Sync>,
+                if fair { Duration::ZERO } else { Duration::MAX },
+            )));
             Lock { rw, words, dead, table: Arc::new(WaitTable::new(1)) }
         }
         pub fn key(&self) -> Key {
@@ -956,15 +958,33 @@ mod rw {
             // SAFETY: as above.
             unsafe { self.rw.write_unlock(&self.table, self.key(), me) }
         }
-        /// JavaScript's read unlock: empty the slot, then wake a draining writer.
+        /// JavaScript's read unlock: empty the slot; if a draining writer
+        /// marked it, empty it marked and wake the writer.
         pub fn read_unlock(&self, me: u32) {
-            let slot = self.words[1..].iter().find(|s| s.compare_exchange(me, 0, SeqCst, SeqCst).is_ok());
-            let released = slot.is_some();
+            for s in &self.words[1..] {
+                if s.compare_exchange(me, 0, SeqCst, SeqCst).is_ok() {
+                    return;
+                }
+                if s.compare_exchange(me | MARK, 0, SeqCst, SeqCst).is_ok() {
+                    // SAFETY: as above.
+                    assert!(unsafe { self.rw.read_unlock(&self.table, self.key(), me, true) });
+                    return;
+                }
+            }
+            // SAFETY: as above.
+            assert!(unsafe { self.rw.read_unlock(&self.table, self.key(), me, false) });
+        }
+        /// JavaScript's back-out of a slot just claimed: empty it, then look for a draining writer.
+        pub fn leave_slot(&self, me: u32) {
+            // (A draining writer may have marked it meanwhile. JavaScript's
+            // Atomics.store is sequentially consistent; loom's SeqCst store is
+            // not modelled as such, a swap is.)
+            self.words[1].swap(0, SeqCst);
             // JavaScript's Atomics are sequentially consistent; loom models that through fences.
             loom::sync::atomic::fence(SeqCst);
-            if !released || self.state() & DRAINING != 0 {
+            if self.state() & DRAINING != 0 {
                 // SAFETY: as above.
-                assert!(unsafe { self.rw.read_unlock(&self.table, self.key(), me, released) });
+                assert!(unsafe { self.rw.read_unlock(&self.table, self.key(), me, true) });
             }
         }
         /// JavaScript's read fast path, then the addon (blocking).
@@ -974,7 +994,7 @@ mod rw {
                 if self.state() >> OWNER_SHIFT == 0 {
                     return Acquired::Acquired;
                 }
-                self.read_unlock(me);
+                self.leave_slot(me);
             }
             // SAFETY: as above.
             unsafe { self.rw.read(&self.table, self.key(), me, None, Duration::from_secs(1), || false) }
@@ -1141,5 +1161,34 @@ fn rw_handoff_vs_reader_thread_teardown() {
         assert_eq!(lock.slots(), [0, 0, 0]);
         assert_eq!(lock.state(), 0);
         lock.assert_bits_match_queues();
+    });
+}
+
+/// Without handoff (young waiters): A's write unlock releases the lock and
+/// wakes B's queued async read to compete, racing with B's deadline. B is
+/// woken to retry (and its retry gets the read lock) or timed out; either
+/// way nothing stays queued and `PARKED` ends clear.
+#[test]
+fn rw_release_to_compete_vs_timeout() {
+    model("rw_release_to_compete_vs_timeout", || {
+        let lock: &'static rw::Lock = Box::leak(Box::new(rw::Lock::with(A << 4, 0, false)));
+        let owner = Recorder::new();
+        let ticket = lock.read_async(B, &owner);
+        let unlocker = loom::thread::spawn(move || assert!(lock.write_unlock(A)));
+        let timed_out = lock.table.timeout(ticket);
+        unlocker.join().unwrap();
+        assert_eq!(lock.state(), 0);
+        lock.assert_bits_match_queues();
+        if let Some(token) = unparked(&owner) {
+            assert!(!timed_out);
+            assert_eq!(rw::kind(token), futex_core::rwlock::TOKEN_RETRY);
+            assert_eq!(lock.slots(), [0, 0, 0], "a wake-up to compete hands nothing over");
+            // SAFETY: the words are leaked: alive for the whole model.
+            let again = unsafe { lock.rw.read_async(&lock.table, lock.key(), B, owner.clone(), next_token) };
+            assert!(matches!(again, Err(Acquired::Acquired)));
+            assert_eq!(lock.slots(), [B, 0, 0]);
+        } else {
+            assert!(timed_out);
+        }
     });
 }

@@ -9,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use futex_core::lock::{Acquired, OwnerState};
-use futex_core::rwlock::{drain_key, DIED, DRAINING, OVERFLOW, OWNER_SHIFT, PARKED};
+use futex_core::rwlock::{drain_key, DIED, DRAINING, MARK, OVERFLOW, OWNER_SHIFT, PARKED};
 use futex_core::{Key, RawRwLock, WaitTable};
 
 const HANG: Duration = Duration::from_secs(20);
@@ -27,7 +27,12 @@ fn state(owner: u32) -> OwnerState {
     }
 }
 
-static RW: RawRwLock<fn(u32) -> OwnerState> = RawRwLock::new(state);
+static RW: RawRwLock<fn(u32) -> OwnerState> = RawRwLock::new(state, Duration::from_millis(1));
+
+/// Lets the queued waiters' wait pass the handoff threshold.
+fn waited_long_enough() {
+    thread::sleep(Duration::from_millis(2));
+}
 
 fn lock_words() -> &'static [AtomicU32; 4] {
     Box::leak(Box::new([AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)]))
@@ -67,10 +72,11 @@ fn read(table: &WaitTable, w: &'static [AtomicU32; 4], me: u32) -> Acquired {
 fn read_unlock(table: &WaitTable, w: &'static [AtomicU32; 4], me: u32) {
     for i in 1..4 {
         if w[i].compare_exchange(me, 0, SeqCst, SeqCst).is_ok() {
-            if w[0].load(SeqCst) & DRAINING != 0 {
-                // SAFETY: as above.
-                assert!(unsafe { RW.read_unlock(table, key(w), me, true) });
-            }
+            return;
+        }
+        if w[i].compare_exchange(me | MARK, 0, SeqCst, SeqCst).is_ok() {
+            // SAFETY: as above.
+            assert!(unsafe { RW.read_unlock(table, key(w), me, true) });
             return;
         }
     }
@@ -116,6 +122,7 @@ fn phase_fair_handoff() {
     wait_until("writer 3 is queued", || table.len(key(w)) == 2);
     let r4 = spawn_read(4);
     wait_until("reader 4 is queued", || table.len(key(w)) == 3);
+    waited_long_enough();
     write_unlock(&table, w, 1);
     // Both readers are in; writer 3 has the writer's place and waits for them.
     assert_eq!(r2.join().unwrap().0, Acquired::Acquired);
@@ -214,6 +221,7 @@ fn a_dead_writer_is_reported_once() {
             (id, h)
         })
         .collect();
+    waited_long_enough();
     DEAD_TOO.store(me, SeqCst);
     table.thread_ended(me);
     RW.recover(&table, me);
