@@ -139,6 +139,66 @@ export declare function queueLength(ta: unknown, index: number): number
 export declare function registerThread(threadId: number): void
 
 /**
+ * Write lock → read lock for `me`, atomically. False if `me` does not hold
+ * the write lock.
+ */
+export declare function rwDowngrade(ta: unknown, index: number, me: number): boolean
+
+/** Readers registered past the slots of the lock at `ta[index]` (diagnostics and tests). */
+export declare function rwOverflowReaders(ta: unknown, index: number): number
+
+/**
+ * The contended read unlock by `me`: `released` if JS emptied its slot,
+ * else a registered read lock is taken back; wakes a writer that waits for
+ * the readers. False if `me` held no read lock.
+ */
+export declare function rwReadRelease(ta: unknown, index: number, me: number, released: boolean): boolean
+
+/** A read lock now: 0, 1 (after a writer died), or 2 (a live writer holds or waits). */
+export declare function rwReadTry(ta: unknown, index: number, me: number): number
+
+/**
+ * Blocks until thread `me` holds a read lock of the lock at `ta[index]`,
+ * or `timeout` ms pass: 0 acquired, 1 acquired after a writer died, 2
+ * timed out, 3 `me` holds the write lock (blocking would never end).
+ */
+export declare function rwReadWait(ta: unknown, index: number, me: number, timeout: number): number
+
+/**
+ * One step of an async read acquisition: 0 / -1 (held now), or (see
+ * `step`) the sequence number of a waiter queued in `slot`, whose promise settles
+ * 'handoff' / 'owner-died' (held) or 'timed-out'. The JS layer keeps `ta`
+ * alive while it is queued.
+ */
+export declare function rwReadWaitAsync(ta: unknown, index: number, me: number, timeout: number, slot: number): number
+
+/**
+ * The contended write unlock by `me` (also: giving the writer's place up):
+ * hands the read lock to every queued reader and the writer's place to the
+ * oldest queued writer. False if `me` does not have the writer's place.
+ */
+export declare function rwWriteRelease(ta: unknown, index: number, me: number): boolean
+
+/** The write lock now: 0, 1 (from a dead writer), or 2. */
+export declare function rwWriteTry(ta: unknown, index: number, me: number): number
+
+/**
+ * Blocks until `me` holds the write lock (`pending`: its fast path took
+ * the writer's place and only the readers are in the way). Codes as
+ * `rwReadWait`, 3: `me` holds the writer's place already.
+ */
+export declare function rwWriteWait(ta: unknown, index: number, me: number, pending: boolean, timeout: number): number
+
+/**
+ * One step of an async write acquisition: 0 / -1 (held now), or (see
+ * `step`) the sequence number of a waiter queued in `slot` (on
+ * `ta[index]`, or on `ta[index + 1]` while it waits for the readers), whose promise settles
+ * 'handoff' / 'owner-died' (held), 'ok' (the writer's place is ours: step
+ * again with `pending`) or 'timed-out'.
+ */
+export declare function rwWriteWaitAsync(ta: unknown, index: number, me: number, pending: boolean, timeout: number, slot: number): number
+
+/**
  * The contended release of `n` permits of the semaphore word `ta[index]`:
  * each goes to the oldest queued acquirer (handed over if it has waited
  * 1 ms, else added to the word for it to compete), the rest to the word. Returns

@@ -1,7 +1,7 @@
 // Types of `shared-futex`: the futex core (wait / notify / waitAsync /
 // setKeepAlive) and the synchronisation primitives built on it (AsyncLock,
 // Condition, Semaphore, Barrier, WaitGroup, ManualResetEvent,
-// AutoResetEvent, Once), with their errors. Hand-written; the generated
+// AutoResetEvent, Once, RwLock), with their errors. Hand-written; the generated
 // binding's types are in binding.d.ts and are not part of the public API.
 
 // `Symbol.dispose` for TypeScript libs older than ESNext's disposable (as
@@ -100,13 +100,21 @@ export class AbortError extends Error {
   readonly cause?: unknown
 }
 
-/** `unlock()` (or `Condition.wait`) by a thread that does not hold the lock. The message names the holder. */
+/**
+ * `unlock()` (or `Condition.wait`, `RwLock.writeUnlock`, `readUnlock`,
+ * `downgrade`) by a thread that does not hold the lock. The message names
+ * the holder.
+ */
 export class LockOwnershipError extends Error {
   readonly name: 'LockOwnershipError'
   readonly code: 'ERR_LOCK_NOT_OWNER'
 }
 
-/** A blocking `lock()` by a thread that already holds the lock, which would never return. */
+/**
+ * A blocking `lock()` by a thread that already holds the lock (or a blocking
+ * `RwLock.read` / `write` by the thread holding its write lock, or `write`
+ * by a thread holding a read lock in one of its slots), which would never return.
+ */
 export class DeadlockError extends Error {
   readonly name: 'DeadlockError'
   readonly code: 'ERR_LOCK_DEADLOCK'
@@ -326,6 +334,111 @@ export class Semaphore {
 
   /** Runs `fn` holding a permit; resolves with its result; always gives the permit back. */
   runExclusive<T> (fn: () => T | PromiseLike<T>, options?: AcquireOptions): Promise<T>
+}
+
+/** The release function of an RwLock read acquisition. */
+export interface ReadRelease extends Release {
+  /** A writer died holding the lock before this acquisition (see OWNER_DIED). */
+  readonly ownerDied: boolean
+}
+
+/** The release function of an RwLock write acquisition. */
+export interface WriteRelease extends Release {
+  /** The previous writer died holding the lock (see OWNER_DIED). */
+  readonly ownerDied: boolean
+  /**
+   * Turns the write lock into a read lock atomically (no writer gets in
+   * between; queued readers come in with it) and returns the read lock's
+   * release function. This function then does nothing.
+   * @throws {LockOwnershipError} already released or downgraded
+   */
+  downgrade (): ReadRelease
+}
+
+/**
+ * A robust, phase-fair reader-writer lock in 16 bytes of a
+ * SharedArrayBuffer, shared by the main thread and every worker (rebuild
+ * copies with `new RwLock(lock.buffer, lock.byteOffset)`).
+ *
+ * Many readers or one writer. Uncontended read lock + unlock and write
+ * lock + unlock run in JavaScript (two compareExchanges and a load, and two
+ * compareExchanges). Policy (phase-fair): a reader that arrives while a
+ * writer holds or waits queues behind it, and once a waiter has waited
+ * 1 ms a writer's unlock lets every queued reader in before the next
+ * writer: neither side starves the other.
+ *
+ * Ownership is per thread. A writer that dies holding the lock is
+ * recovered, and the next acquisition told OWNER_DIED once. A reader that
+ * dies holding a read lock does not block writers: three readers at a time
+ * are tracked in the lock's own memory, and readers past them are
+ * registered in the addon, so every reader's death is recovered.
+ */
+export class RwLock {
+  /** Bytes one lock takes in a buffer (16). */
+  static readonly BYTES: number
+  static readonly ACQUIRED: 'acquired'
+  static readonly OWNER_DIED: 'owner-died'
+
+  /**
+   * @param buffer where the lock lives (a fresh one if omitted); its bytes
+   *   must start zeroed the first time
+   * @param byteOffset a multiple of 4, with 16 bytes room (default 0)
+   * @throws {TypeError} not a SharedArrayBuffer, or a non-number offset
+   * @throws {RangeError} an unaligned, negative or out-of-range offset
+   */
+  constructor (buffer?: SharedArrayBuffer, byteOffset?: number)
+
+  readonly buffer: SharedArrayBuffer
+  readonly byteOffset: number
+  /** Whether a thread holds the write lock or waits for the readers to leave with the writer's place (a snapshot). */
+  readonly isWriteLocked: boolean
+  /** How many read locks are held (a snapshot). */
+  readonly readers: number
+
+  /**
+   * Blocks until a read lock is held.
+   * @returns ACQUIRED, or OWNER_DIED when a writer died holding the lock before
+   * @throws {DeadlockError} this thread holds the write lock
+   * @throws {LockTimeoutError} not acquired within `timeout` ms
+   */
+  read (timeout?: number): LockStatus
+  /** A read lock if one can be had without waiting; `false` otherwise. */
+  tryRead (): LockStatus | false
+  /**
+   * Releases a read lock of this thread.
+   * @throws {LockOwnershipError} this thread holds no read lock
+   */
+  readUnlock (): void
+
+  /**
+   * Blocks until the write lock is held.
+   * @returns ACQUIRED, or OWNER_DIED when the previous writer died holding it
+   * @throws {DeadlockError} this thread holds the write lock, or a read lock
+   * @throws {LockTimeoutError} not acquired within `timeout` ms
+   */
+  write (timeout?: number): LockStatus
+  /** The write lock if free now (or held by a dead thread); `false` otherwise. */
+  tryWrite (): LockStatus | false
+  /**
+   * Releases the write lock held by this thread.
+   * @throws {LockOwnershipError} this thread does not hold it
+   */
+  writeUnlock (): void
+  /**
+   * Write lock → read lock, atomically: no writer gets in between, queued
+   * readers come in too. Release with readUnlock().
+   * @throws {LockOwnershipError} this thread does not hold the write lock
+   */
+  downgrade (): void
+
+  /** A read lock without blocking the thread; rejects with LockTimeoutError or AbortError, leaving nothing held or queued. */
+  readAsync (options?: AcquireOptions): Promise<ReadRelease>
+  /** The write lock without blocking the thread; rejects with LockTimeoutError or AbortError, leaving nothing held or queued. */
+  writeAsync (options?: AcquireOptions): Promise<WriteRelease>
+  /** Runs `fn` holding a read lock; resolves with its result; releases however `fn` ends. */
+  runRead<T> (fn: (info: LockInfo) => T | PromiseLike<T>, options?: AcquireOptions): Promise<T>
+  /** Runs `fn` holding the write lock; resolves with its result; releases however `fn` ends. */
+  runWrite<T> (fn: (info: LockInfo) => T | PromiseLike<T>, options?: AcquireOptions): Promise<T>
 }
 
 /** Options of the async waits of Barrier, WaitGroup and the events. */

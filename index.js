@@ -7,6 +7,7 @@ const { Barrier } = require('./lib/barrier')
 const { WaitGroup } = require('./lib/wait-group')
 const { ManualResetEvent, AutoResetEvent } = require('./lib/event')
 const { Once } = require('./lib/once')
+const { RwLock } = require('./lib/rwlock')
 const errors = require('./lib/errors')
 
 module.exports = {
@@ -22,6 +23,7 @@ module.exports = {
   ManualResetEvent,
   AutoResetEvent,
   Once,
+  RwLock,
   LockTimeoutError: errors.LockTimeoutError,
   AbortError: errors.AbortError,
   LockOwnershipError: errors.LockOwnershipError,

@@ -5,7 +5,7 @@
 // docs/benchmarks.md), prints absolute figures and ratios, writes the run as
 // JSON under benchmark/results/ and renders its chart next to it.
 //   --quick     3 short rounds per figure (under a minute)
-//   --only      scenario ids (1..8, 10) or case ids (e.g. 4-k8), comma-separated
+//   --only      scenario ids (1..10) or case ids (e.g. 4-k8, 9-read-mostly), comma-separated
 //   --rounds N  measured rounds per figure; --ms N: measured window per round
 //   --out FILE  JSON path (default results/full.json, quick.json, partial.json)
 //   --node M    run under another Node: a major (e.g. 24, fetched once from
@@ -31,6 +31,7 @@ const SCENARIOS = [
   require('./scenarios/lock-contended'),
   require('./scenarios/old-node'),
   require('./scenarios/per-call'),
+  require('./scenarios/rwlock'),
   require('./scenarios/barrier')
 ]
 

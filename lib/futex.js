@@ -323,6 +323,21 @@ function conditionAsync (ta, index, seen, timeout) {
   return parkAsync(ta, (slot) => binding.conditionWaitAsync(ta, index, seen, timeout, slot))
 }
 
+// One step of an async acquisition of a protocol with two queues (the
+// reader-writer lock, src/rwlock.rs): `call(slot)` answers 0 or -1 (taken
+// now), or seq · 2 + q for a waiter queued in `slot` on ta[index + q].
+// Returns that 0 / -1, or { token, index: q, promise }.
+function protocolAsync (ta, call) {
+  const slot = claimSlot()
+  const n = call(slot)
+  if (n <= 0) {
+    register(ta, 0, slot)
+    return n
+  }
+  const seq = Math.floor(n / 2)
+  return { token: [seq, slot], index: n % 2, promise: register(ta, seq, slot) }
+}
+
 // Takes a queued waiter back out (`token` as enqueueAsync returned it). True
 // if it had not been woken or timed out yet: it consumed no wake-up, and its
 // promise settles with 'cancelled'.
@@ -406,6 +421,7 @@ module.exports = {
     lockAsync,
     semaphoreAsync,
     conditionAsync,
+    protocolAsync,
     cancelAsync,
     isThreadAlive: binding.isThreadAlive,
     queueLength: binding.queueLength,

@@ -18,6 +18,7 @@ pub mod condition;
 pub mod lock;
 pub mod raw;
 mod resolver;
+pub mod rwlock;
 pub mod semaphore;
 
 use cell::Cell;
@@ -212,13 +213,17 @@ pub(crate) fn is_dead(id: u32) -> bool {
 }
 
 /// A thread's env is torn down: record its death, then hand every lock
-/// word that names it and has waiters to its oldest waiter (src/lock.rs):
+/// word that names it and has waiters to its oldest waiter (src/lock.rs),
+/// and release every reader-writer lock it held with waiters, forgetting
+/// its registered readers (src/rwlock.rs):
 /// owner death is pushed, nobody has to poll for it. A locker that arrives
 /// later finds the death recorded and takes the lock over itself.
 unsafe extern "C" fn thread_ended(arg: *mut c_void) {
     let id = arg as usize as u32;
     record_death(id);
+    rwlock::RWLOCK.forget_readers(id + 1);
     TABLE.thread_ended(id + 1);
+    rwlock::RWLOCK.recover(&TABLE, id + 1);
 }
 
 thread_local! {

@@ -23,7 +23,7 @@ use crate::{deadline, is_dead, is_live_here, js_alive, queued, this_resolver, SL
 pub(crate) static LOCK: RawLock<fn(u32) -> OwnerState> =
     RawLock { owner: owner_state, fair_after: Duration::from_millis(1), safety_slice: Duration::from_millis(250) };
 
-fn owner_state(owner: u32) -> OwnerState {
+pub(crate) fn owner_state(owner: u32) -> OwnerState {
     let id = owner - 1;
     if is_dead(id) {
         OwnerState::Dead
@@ -35,13 +35,13 @@ fn owner_state(owner: u32) -> OwnerState {
 }
 
 /// Result codes shared with `lib/lock.js`.
-const ACQUIRED: u32 = 0;
-const OWNER_DIED: u32 = 1;
-const TIMED_OUT: u32 = 2;
-const DEADLOCK: u32 = 3;
-const HELD: u32 = 2;
+pub(crate) const ACQUIRED: u32 = 0;
+pub(crate) const OWNER_DIED: u32 = 1;
+pub(crate) const TIMED_OUT: u32 = 2;
+pub(crate) const DEADLOCK: u32 = 3;
+pub(crate) const HELD: u32 = 2;
 
-fn code(r: Acquired) -> u32 {
+pub(crate) fn code(r: Acquired) -> u32 {
     match r {
         Acquired::Acquired => ACQUIRED,
         Acquired::OwnerDied => OWNER_DIED,
@@ -55,7 +55,7 @@ fn code(r: Acquired) -> u32 {
 ///
 /// # Safety
 /// `env` and `ta` are live handles of the current call.
-unsafe fn word(env: &Env, ta: &Unknown, index: f64) -> Result<usize> {
+pub(crate) unsafe fn word(env: &Env, ta: &Unknown, index: f64) -> Result<usize> {
     // SAFETY: the caller's duty; the address is only used during the call
     // (or while the JS layer keeps the array of a queued waiter alive).
     match unsafe { Cell::resolve(env.raw(), ta.raw(), index)? } {

@@ -27,11 +27,13 @@
 //! * [`lock`]: the robust mutex word built that way.
 //! * [`semaphore`]: the counting semaphore word built the same way.
 //! * [`condvar`]: a condition variable's sequence word, the same way.
+//! * [`rwlock`]: the robust reader-writer lock built the same way.
 //! * [`timer`]: one background thread that fires async deadlines.
 //! * `sync`: a `std` / `loom` shim so model tests run the same code.
 
 pub mod condvar;
 pub mod lock;
+pub mod rwlock;
 pub mod semaphore;
 mod sync;
 pub mod table;
@@ -39,9 +41,10 @@ pub mod timer;
 
 pub use condvar::RawCondvar;
 pub use lock::RawLock;
+pub use rwlock::RawRwLock;
 pub use semaphore::RawSemaphore;
 pub use table::{
-    presence_slot, AsyncOutcome, Key, Owner, Park, ParkToken, PresenceCount, Protocol, Ticket, UnparkResult,
+    presence_slot, AsyncOutcome, FilterOp, Key, Owner, Park, ParkToken, PresenceCount, Protocol, Ticket, UnparkResult,
     UnparkToken, WaitResult, WaitTable, PRESENCE_SLOTS, TOKEN_NORMAL,
 };
 pub use timer::Timer;

@@ -114,6 +114,17 @@ pub struct UnparkResult {
     pub have_more: bool,
 }
 
+/// What [`WaitTable::unpark_filter`]'s filter says of a waiter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FilterOp {
+    /// Wake it.
+    Unpark,
+    /// Leave it queued and look at the next one.
+    Skip,
+    /// Leave it and every waiter behind it queued.
+    Stop,
+}
+
 /// What a blocking [`WaitTable::wait`] ended with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitResult {
@@ -798,6 +809,65 @@ impl WaitTable {
             w.deliver(key);
         }
         (result, some)
+    }
+
+    /// Wakes a chosen set of the waiters of `key` (parking_lot's
+    /// `unpark_filter`, with a token per woken waiter): under the bucket
+    /// lock, `filter` is shown the park token of each live waiter of a
+    /// [`Protocol`], oldest first, with since when its caller has waited,
+    /// and says whether to wake it, skip it or stop looking; then `callback` learns the park tokens chosen and
+    /// whether others stay queued, and returns one unpark token for each of
+    /// them, in the same order, or `None` to wake nobody. So a protocol can
+    /// hand its state to a group of waiters (a reader-writer lock's readers)
+    /// atomically with waking them. Returns how many were woken.
+    pub fn unpark_filter(
+        &self,
+        key: Key,
+        mut filter: impl FnMut(ParkToken, Instant) -> FilterOp,
+        callback: impl FnOnce(&[ParkToken], bool) -> Option<Vec<UnparkToken>>,
+    ) -> usize {
+        let woken = {
+            let mut queues = self.bucket(key).queues.lock();
+            let Some(i) = position(&queues, key) else {
+                callback(&[], false);
+                return 0;
+            };
+            let waiters = &mut queues[i].waiters;
+            let mut chosen = Vec::new();
+            let mut tokens = Vec::new();
+            for (&seq, w) in waiters.iter() {
+                let Some(park) = w.park().filter(|_| w.is_live()) else { continue };
+                match filter(park.token, park.since) {
+                    FilterOp::Unpark => {
+                        chosen.push(seq);
+                        tokens.push(park.token);
+                    }
+                    FilterOp::Skip => {}
+                    FilterOp::Stop => break,
+                }
+            }
+            let have_more = waiters.len() > chosen.len();
+            let mut woken = Vec::new();
+            if let Some(unpark) = callback(&tokens, have_more) {
+                assert_eq!(unpark.len(), chosen.len(), "one unpark token per chosen waiter");
+                for (seq, token) in chosen.into_iter().zip(unpark) {
+                    let waiter = waiters.remove(&seq).expect("queued under this lock");
+                    if matches!(waiter, Waiter::Async(..)) {
+                        self.queued_async.fetch_sub(1, Ordering::Relaxed);
+                    }
+                    woken.push(wake(waiter, token));
+                }
+            }
+            if waiters.is_empty() {
+                self.drop_queue(&mut queues, i);
+            }
+            woken
+        };
+        let n = woken.len();
+        for w in woken {
+            w.deliver(key);
+        }
+        n
     }
 
     /// Under the bucket lock: drops the first waiter if it will not act on a

@@ -1284,3 +1284,313 @@ fn condvar_notify_to_a_stopping_sleeper_is_passed_on() {
         assert_waiting_matches(word, &table);
     });
 }
+
+// --- the reader-writer lock protocol (futex_core::rwlock) --------------------
+//
+// Each model builds a fresh lock (four leaked words and a leaked protocol).
+// Owner ids as above: A = 1 holds the lock at the start (as a writer or a
+// reader), B and W wait. Invariants checked after every model: no writer
+// inside together with anyone (the words name exactly who was told it
+// holds the lock), no lost wake-up (loom reports a parked thread left
+// behind as a deadlock), and `PARKED` / `DRAINING` set exactly when waiters
+// are queued on the key / key + 4.
+
+mod rw {
+    use super::*;
+    pub use futex_core::lock::Acquired;
+    use futex_core::lock::OwnerState;
+    use futex_core::rwlock::{self, drain_key, DRAINING, MARK, OWNER_SHIFT, PARKED};
+    use futex_core::RawRwLock;
+    use loom::sync::atomic::AtomicU32;
+
+    pub type Rw = RawRwLock<Box<dyn Fn(u32) -> OwnerState + Send + Sync>>;
+
+    pub struct Lock {
+        pub rw: &'static Rw,
+        pub words: &'static [AtomicU32; 4],
+        pub dead: &'static AtomicU32,
+        pub table: Arc<WaitTable>,
+    }
+
+    impl Lock {
+        /// `state`: STATE; `slot`: what the first reader slot holds.
+        /// A lock that always hands over (`fair`) or never does.
+        pub fn new(state: u32, slot: u32) -> Lock {
+            Lock::with(state, slot, true)
+        }
+        pub fn with(state: u32, slot: u32, fair: bool) -> Lock {
+            let words: &'static [AtomicU32; 4] = Box::leak(Box::new([
+                AtomicU32::new(state),
+                AtomicU32::new(slot),
+                AtomicU32::new(0),
+                AtomicU32::new(0),
+            ]));
+            let dead: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+            let rw: &'static Rw = Box::leak(Box::new(RawRwLock::new(
+                Box::new(move |owner| if dead.load(SeqCst) == owner { OwnerState::Dead } else { OwnerState::Ours })
+                    as Box<dyn Fn(u32) -> OwnerState + Send + Sync>,
+                if fair { Duration::ZERO } else { Duration::MAX },
+            )));
+            Lock { rw, words, dead, table: Arc::new(WaitTable::new(1)) }
+        }
+        pub fn key(&self) -> Key {
+            self.words.as_ptr() as Key
+        }
+        pub fn state(&self) -> u32 {
+            self.words[0].load(SeqCst)
+        }
+        pub fn slots(&self) -> Vec<u32> {
+            self.words[1..].iter().map(|s| s.load(SeqCst)).collect()
+        }
+        pub fn assert_bits_match_queues(&self) {
+            let s = self.state();
+            assert_eq!(s & PARKED != 0, self.table.len(self.key()) > 0, "PARKED, state {s:#x}");
+            assert_eq!(s & DRAINING != 0, self.table.len(drain_key(self.key())) > 0, "DRAINING, state {s:#x}");
+        }
+        pub fn read_async(&self, me: u32, owner: &Arc<Recorder>) -> Ticket {
+            // SAFETY: the words are leaked: alive for the whole model.
+            unsafe { self.rw.read_async(&self.table, self.key(), me, owner.clone(), next_token) }
+                .expect("a live writer holds the lock: the reader queues")
+        }
+        pub fn write_blocking(&self, me: u32, pending: bool) -> Acquired {
+            // SAFETY: as above.
+            unsafe { self.rw.write(&self.table, self.key(), me, pending, None, Duration::from_secs(1), || false) }
+        }
+        pub fn write_unlock(&self, me: u32) -> bool {
+            // SAFETY: as above.
+            unsafe { self.rw.write_unlock(&self.table, self.key(), me) }
+        }
+        /// JavaScript's read unlock: empty the slot; if a draining writer
+        /// marked it, empty it marked and wake the writer.
+        pub fn read_unlock(&self, me: u32) {
+            for s in &self.words[1..] {
+                if s.compare_exchange(me, 0, SeqCst, SeqCst).is_ok() {
+                    return;
+                }
+                if s.compare_exchange(me | MARK, 0, SeqCst, SeqCst).is_ok() {
+                    // SAFETY: as above.
+                    assert!(unsafe { self.rw.read_unlock(&self.table, self.key(), me, true) });
+                    return;
+                }
+            }
+            // SAFETY: as above.
+            assert!(unsafe { self.rw.read_unlock(&self.table, self.key(), me, false) });
+        }
+        /// JavaScript's back-out of a slot just claimed: empty it, then look for a draining writer.
+        pub fn leave_slot(&self, me: u32) {
+            // (A draining writer may have marked it meanwhile. JavaScript's
+            // Atomics.store is sequentially consistent; loom's SeqCst store is
+            // not modelled as such, a swap is.)
+            self.words[1].swap(0, SeqCst);
+            // JavaScript's Atomics are sequentially consistent; loom models that through fences.
+            loom::sync::atomic::fence(SeqCst);
+            if self.state() & DRAINING != 0 {
+                // SAFETY: as above.
+                assert!(unsafe { self.rw.read_unlock(&self.table, self.key(), me, true) });
+            }
+        }
+        /// JavaScript's read fast path, then the addon (blocking).
+        pub fn read_blocking(&self, me: u32) -> Acquired {
+            if self.words[1].compare_exchange(0, me, SeqCst, SeqCst).is_ok() {
+                loom::sync::atomic::fence(SeqCst);
+                if self.state() >> OWNER_SHIFT == 0 {
+                    return Acquired::Acquired;
+                }
+                self.leave_slot(me);
+            }
+            // SAFETY: as above.
+            unsafe { self.rw.read(&self.table, self.key(), me, None, Duration::from_secs(1), || false) }
+        }
+        /// The thread A ends: recorded dead, then pushed as src/lib.rs does.
+        pub fn end_thread_a(&'static self) -> loom::thread::JoinHandle<()> {
+            loom::thread::spawn(move || {
+                self.dead.store(A, SeqCst);
+                self.rw.forget_readers(A);
+                self.table.thread_ended(A);
+                self.rw.recover(&self.table, A);
+            })
+        }
+    }
+
+    pub fn kind(token: u32) -> u32 {
+        rwlock::kind(token)
+    }
+}
+
+/// A's write unlock races with the deadline of B's queued async read. Exactly
+/// one wins: B is handed the read lock (a slot names B, B's outcome says so)
+/// or B timed out and the lock is free; `PARKED` ends clear.
+#[test]
+fn rw_handoff_to_readers_vs_timeout() {
+    model("rw_handoff_to_readers_vs_timeout", || {
+        let lock: &'static rw::Lock = Box::leak(Box::new(rw::Lock::new(A << 4, 0)));
+        let owner = Recorder::new();
+        let ticket = lock.read_async(B, &owner);
+        let unlocker = loom::thread::spawn(move || assert!(lock.write_unlock(A)));
+        let timed_out = lock.table.timeout(ticket);
+        unlocker.join().unwrap();
+        match unparked(&owner) {
+            Some(token) => {
+                assert!(!timed_out);
+                assert_eq!(rw::kind(token), HANDOFF);
+                assert_eq!(lock.slots(), [B, 0, 0]);
+            }
+            None => {
+                assert!(timed_out);
+                assert_eq!(lock.slots(), [0, 0, 0]);
+            }
+        }
+        assert_eq!(lock.state() >> 4, 0, "the writer's place is free");
+        lock.assert_bits_match_queues();
+    });
+}
+
+/// A reader leaves (fast path, then a wake-up if a writer drains) while W,
+/// which took the writer's place with A inside, parks until the readers
+/// leave. W always gets in (a lost wake-up would leave it parked: loom's
+/// deadlock), and only once A is out.
+#[test]
+fn rw_last_reader_leaves_vs_writer_drains() {
+    model("rw_last_reader_leaves_vs_writer_drains", || {
+        let lock: &'static rw::Lock = Box::leak(Box::new(rw::Lock::new(W << 4, A)));
+        let reader = loom::thread::spawn(move || lock.read_unlock(A));
+        assert_eq!(lock.write_blocking(W, true), Acquired::Acquired);
+        assert_eq!(lock.slots(), [0, 0, 0], "the writer got in with a reader inside");
+        reader.join().unwrap();
+        assert_eq!(lock.state(), W << 4);
+        lock.assert_bits_match_queues();
+    });
+}
+
+/// A reader's fast path (slot, then STATE) races with a writer's fast path
+/// (STATE, then the slots), each then leaving. Never both inside.
+#[test]
+fn rw_reader_vs_writer_fast_paths() {
+    model("rw_reader_vs_writer_fast_paths", || {
+        let lock: &'static rw::Lock = Box::leak(Box::new(rw::Lock::new(0, 0)));
+        let inside: &'static loom::sync::atomic::AtomicU32 = Box::leak(Box::new(loom::sync::atomic::AtomicU32::new(0)));
+        let reader = loom::thread::spawn(move || {
+            assert_eq!(lock.read_blocking(B), Acquired::Acquired);
+            assert_eq!(inside.fetch_add(1, SeqCst), 0, "a reader got in with the writer");
+            inside.fetch_sub(1, SeqCst);
+            lock.read_unlock(B);
+        });
+        let pending = lock.words[0].compare_exchange(0, W << 4, SeqCst, SeqCst).is_ok();
+        loom::sync::atomic::fence(SeqCst);
+        if !(pending && lock.slots() == [0, 0, 0]) {
+            assert_eq!(lock.write_blocking(W, pending), Acquired::Acquired);
+        }
+        assert_eq!(inside.fetch_add(1, SeqCst), 0, "the writer got in with a reader");
+        inside.fetch_sub(1, SeqCst);
+        assert!(lock.write_unlock(W) || lock.state() == 0);
+        reader.join().unwrap();
+        assert_eq!(lock.slots(), [0, 0, 0]);
+        assert_eq!(lock.state(), 0);
+    });
+}
+
+/// A dies holding the write lock while B's async read is queued and
+/// cancelled. B is either cancelled (then the next locker is told) or
+/// handed the read lock and told; the news is never lost nor told twice.
+#[test]
+fn rw_writer_death_vs_cancel() {
+    model("rw_writer_death_vs_cancel", || {
+        let lock: &'static rw::Lock = Box::leak(Box::new(rw::Lock::new(A << 4, 0)));
+        let owner = Recorder::new();
+        let ticket = lock.read_async(B, &owner);
+        let teardown = lock.end_thread_a();
+        let cancelled = lock.table.cancel(ticket);
+        teardown.join().unwrap();
+        let told = match unparked(&owner) {
+            Some(token) => {
+                assert!(!cancelled);
+                assert_eq!(lock.slots(), [B, 0, 0]);
+                rw::kind(token) == OWNER_DIED
+            }
+            None => {
+                assert!(cancelled);
+                false
+            }
+        };
+        lock.assert_bits_match_queues();
+        // The next writer takes over whatever is left and is told if B was not.
+        if told {
+            lock.read_unlock(B);
+        }
+        let next = lock.write_blocking(W, false);
+        assert_eq!(next == Acquired::OwnerDied, !told, "the death is told exactly once");
+    });
+}
+
+/// A reader in a slot dies while W waits for it: the death is pushed and W
+/// gets in, whichever comes first.
+#[test]
+fn rw_reader_death_vs_drain() {
+    model("rw_reader_death_vs_drain", || {
+        let lock: &'static rw::Lock = Box::leak(Box::new(rw::Lock::new(W << 4, A)));
+        let teardown = lock.end_thread_a();
+        assert_eq!(lock.write_blocking(W, true), Acquired::Acquired);
+        teardown.join().unwrap();
+        assert_eq!(lock.state(), W << 4);
+        lock.assert_bits_match_queues();
+    });
+}
+
+/// A's write unlock hands the read lock to B's queued async read while B's
+/// thread is torn down (its owner dies, then its waiters are removed). A
+/// read lock that reached a dead owner is given back by the protocol's
+/// `lost`, as the resolver does: nothing stays held, nothing stays queued.
+#[test]
+fn rw_handoff_vs_reader_thread_teardown() {
+    model("rw_handoff_vs_reader_thread_teardown", || {
+        let lock: &'static rw::Lock = Box::leak(Box::new(rw::Lock::new(A << 4, 0)));
+        let owner = Recorder::new();
+        lock.read_async(B, &owner);
+        let teardown = {
+            let (owner, table) = (owner.clone(), lock.table.clone());
+            loom::thread::spawn(move || {
+                owner.dead.store(true, SeqCst);
+                let as_owner: Arc<dyn Owner> = owner.clone();
+                table.remove_owner(&as_owner, |_| {});
+            })
+        };
+        assert!(lock.write_unlock(A));
+        teardown.join().unwrap();
+        // The resolver of a closed thread passes what reached it on.
+        if let [(_, AsyncOutcome::Unparked(token, protocol))] = owner.log().as_slice() {
+            protocol.lost(&lock.table, lock.key(), *token);
+        }
+        assert_eq!(lock.slots(), [0, 0, 0]);
+        assert_eq!(lock.state(), 0);
+        lock.assert_bits_match_queues();
+    });
+}
+
+/// Without handoff (young waiters): A's write unlock releases the lock and
+/// wakes B's queued async read to compete, racing with B's deadline. B is
+/// woken to retry (and its retry gets the read lock) or timed out; either
+/// way nothing stays queued and `PARKED` ends clear.
+#[test]
+fn rw_release_to_compete_vs_timeout() {
+    model("rw_release_to_compete_vs_timeout", || {
+        let lock: &'static rw::Lock = Box::leak(Box::new(rw::Lock::with(A << 4, 0, false)));
+        let owner = Recorder::new();
+        let ticket = lock.read_async(B, &owner);
+        let unlocker = loom::thread::spawn(move || assert!(lock.write_unlock(A)));
+        let timed_out = lock.table.timeout(ticket);
+        unlocker.join().unwrap();
+        assert_eq!(lock.state(), 0);
+        lock.assert_bits_match_queues();
+        if let Some(token) = unparked(&owner) {
+            assert!(!timed_out);
+            assert_eq!(rw::kind(token), futex_core::rwlock::TOKEN_RETRY);
+            assert_eq!(lock.slots(), [0, 0, 0], "a wake-up to compete hands nothing over");
+            // SAFETY: the words are leaked: alive for the whole model.
+            let again = unsafe { lock.rw.read_async(&lock.table, lock.key(), B, owner.clone(), next_token) };
+            assert!(matches!(again, Err(Acquired::Acquired)));
+            assert_eq!(lock.slots(), [B, 0, 0]);
+        } else {
+            assert!(timed_out);
+        }
+    });
+}

@@ -1,0 +1,51 @@
+'use strict'
+// Owner death of an RwLock, each case in a child process with a hard
+// timeout (fixtures/rwlock-death.js): a writer that dies is recovered and
+// reported exactly once; a reader that dies, in a slot or past the slots,
+// does not block writers.
+const assert = require('assert')
+const path = require('path')
+const { test, describe } = require('./harness')
+const { runChild } = require('./util')
+
+const HARD_TIMEOUT = 20000
+const FIXTURE = path.join(__dirname, 'fixtures', 'rwlock-death.js')
+
+async function run (name) {
+  const r = await runChild([FIXTURE, name], { timeoutMs: HARD_TIMEOUT })
+  const shown = `\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`
+  assert.ok(!r.timedOut, `hung: killed after ${HARD_TIMEOUT} ms${shown}`)
+  assert.strictEqual(r.code, 0, shown)
+  assert.ok(r.result, shown)
+  return r.result
+}
+
+describe('RwLock: owner death (child processes)', () => {
+  test('a writer dies holding the lock with waiters queued: the queued readers get in first, the first of them told once; then the writer', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const r = await run('writer-dies-queued')
+    assert.deepStrictEqual(r.order, [['r1', 'owner-died'], ['r3', 'acquired'], ['w2', 'acquired']])
+    assert.strictEqual(r.readersAfter, 2)
+    assert.strictEqual(r.again, 'acquired')
+    assert.deepStrictEqual(r.cells, [0, 0, 0, 0])
+  })
+
+  test('a writer dies holding the lock, nobody queued: the next locker takes it over and is told, once', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const r = await run('writer-dies-idle')
+    assert.deepStrictEqual([r.first, r.second, r.write], ['owner-died', 'acquired', 'acquired'])
+    assert.deepStrictEqual(r.cells, [0, 0, 0, 0])
+  })
+
+  test('a reader dies holding a read lock in a slot: the writer waiting for the readers gets in (not told: a reader changed nothing)', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const r = await run('reader-dies')
+    assert.strictEqual(r.got, 'acquired')
+    assert.deepStrictEqual(r.cells, [0, 0, 0, 0])
+  })
+
+  test('a reader past the three slots (registered in the addon) dies: forgotten, and the waiting writer gets in', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const r = await run('overflow-reader-dies')
+    assert.strictEqual(r.registered, 1)
+    assert.strictEqual(r.got, 'acquired')
+    assert.strictEqual(r.left, 0)
+    assert.deepStrictEqual(r.cells, [0, 0, 0, 0])
+  })
+})
