@@ -33,7 +33,7 @@
 // whose relock finds a dead owner can say so to the holder.
 const { AsyncLock, internal: lockInternal } = require('./lock')
 const { Condition: LockCondition } = require('./condition')
-const { now, show, sharedView, DISPOSE } = require('./options')
+const { deadlineOf, timeLeft, show, sharedView, DISPOSE } = require('./options')
 const { OWNER_DIED, E_TIMEOUT, E_DEADLOCK, DeadlockError, LockTimeoutError } = require('./errors')
 
 const { viewOf, heldByThisThread } = lockInternal
@@ -354,12 +354,12 @@ class Condition {
     const t = millisOf(what, timeout)
     if (predicate !== undefined) callbackOf(what, predicate)
     const lock = token[TOKEN_MUTEX][LOCK]
-    const deadline = t === Infinity ? Infinity : now() + t
+    const deadline = deadlineOf(t)
     let satisfied = false
     for (;;) {
       if (predicate !== undefined) satisfied = Boolean(predicate())
       if (satisfied) return true
-      const remaining = deadline - now()
+      const remaining = timeLeft(deadline)
       if (remaining <= 0) return false
       const r = c.wait(lock, remaining)
       if (r === OWNER_DIED) token[TOKEN_DIED] = true

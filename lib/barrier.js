@@ -56,7 +56,7 @@
 const futex = require('./futex')
 const { runBlocking, runAsync } = require('./driver')
 const { LockTimeoutError, BarrierBrokenError, abortError } = require('./errors')
-const { now, show, sharedView, timeoutOf, asyncOptions } = require('./options')
+const { deadlineOf, timeLeft, show, sharedView, timeoutOf, asyncOptions } = require('./options')
 
 const { notify } = futex
 
@@ -150,11 +150,8 @@ function * sleep (big, g, deadline, ctx) {
     if (fate === COMPLETE) return COMPLETE
     if (fate === IS_BROKEN) return leave(big, g, IS_BROKEN)
     if (ctx.cancelled) return leave(big, g, CANCELLED)
-    let timeout = Infinity
-    if (deadline !== Infinity) {
-      timeout = deadline - now()
-      if (timeout <= 0) return leave(big, g, TIMED_OUT)
-    }
+    const timeout = timeLeft(deadline)
+    if (timeout <= 0) return leave(big, g, TIMED_OUT)
     yield { index: WORD, value: w, timeout }
   }
 }
@@ -218,7 +215,7 @@ class Barrier {
   wait (timeout) {
     const t = timeoutOf('Barrier.wait', timeout)
     const big = this[BIG]
-    const deadline = t === Infinity ? Infinity : now() + t
+    const deadline = deadlineOf(t)
     const g = arrive(big, this.parties, 'Barrier.wait')
     if (g < 0) return true
     const r = runBlocking(big, sleep(big, g, deadline, NEVER_CANCELLED))
@@ -235,7 +232,7 @@ class Barrier {
       opts = asyncOptions('Barrier.waitAsync', options)
       if (opts.signal !== undefined && opts.signal.aborted) throw abortError(opts.signal)
       const t = opts.timeout
-      opts = { timeout: t, signal: opts.signal, deadline: t === Infinity ? Infinity : now() + t }
+      opts = { timeout: t, signal: opts.signal, deadline: deadlineOf(t) }
       g = arrive(big, this.parties, 'Barrier.waitAsync')
     } catch (e) {
       return Promise.reject(e)

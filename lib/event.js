@@ -57,7 +57,7 @@
 const futex = require('./futex')
 const { runBlocking, runAsync } = require('./driver')
 const { abortError } = require('./errors')
-const { now, show, sharedView, timeoutOf, asyncOptions } = require('./options')
+const { deadlineOf, timeLeft, show, sharedView, timeoutOf, asyncOptions } = require('./options')
 
 const { notify } = futex
 
@@ -75,14 +75,6 @@ function flagOf (what, set) {
   if (set === undefined) return false
   if (typeof set !== 'boolean') throw new TypeError(`${what}: initiallySet must be a boolean, got ${show(set)}`)
   return set
-}
-
-function deadlineOf (timeout) {
-  return timeout === Infinity ? Infinity : now() + timeout
-}
-
-function timeLeft (deadline) {
-  return deadline === Infinity ? Infinity : deadline - now()
 }
 
 // Builds the view of a new event: `new X(initiallySet?)` or

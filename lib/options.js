@@ -55,6 +55,15 @@ function timeoutOf (what, timeout) {
   return timeout
 }
 
+// When a wait of `timeout` ms that starts now ends (Infinity: never), and
+// how much of it is left.
+function deadlineOf (timeout) {
+  return timeout === Infinity ? Infinity : now() + timeout
+}
+function timeLeft (deadline) {
+  return deadline === Infinity ? Infinity : deadline - now()
+}
+
 const NO_OPTIONS = Object.freeze({ timeout: Infinity, signal: undefined })
 
 // { timeout, signal } of the async methods.
@@ -83,4 +92,4 @@ function callbackOf (what, fn) {
 // registered symbol older polyfills use.
 const DISPOSE = typeof Symbol.dispose === 'symbol' ? Symbol.dispose : Symbol.for('nodejs.dispose')
 
-module.exports = { now, show, sharedView, timeoutOf, asyncOptions, callbackOf, DISPOSE }
+module.exports = { now, deadlineOf, timeLeft, show, sharedView, timeoutOf, asyncOptions, callbackOf, DISPOSE }

@@ -32,7 +32,7 @@
 const futex = require('./futex')
 const { runBlocking, runAsync } = require('./driver')
 const { NegativeCounterError, abortError } = require('./errors')
-const { now, show, sharedView, timeoutOf, asyncOptions } = require('./options')
+const { deadlineOf, timeLeft, show, sharedView, timeoutOf, asyncOptions } = require('./options')
 
 const { notify } = futex
 
@@ -55,11 +55,8 @@ function * sleep (ta, epoch, deadline, ctx) {
     for (;;) {
       if (Atomics.load(ta, EPOCH) !== epoch) return ZERO
       if (ctx.cancelled) return CANCELLED
-      let timeout = Infinity
-      if (deadline !== Infinity) {
-        timeout = deadline - now()
-        if (timeout <= 0) return TIMED_OUT
-      }
+      const timeout = timeLeft(deadline)
+      if (timeout <= 0) return TIMED_OUT
       yield { index: EPOCH, value: epoch, timeout }
     }
   } finally {
@@ -142,7 +139,7 @@ class WaitGroup {
     const ta = this[VIEW]
     const epoch = Atomics.load(ta, EPOCH)
     if (Atomics.load(ta, COUNT) === 0) return true
-    const deadline = t === Infinity ? Infinity : now() + t
+    const deadline = deadlineOf(t)
     return runBlocking(ta, sleep(ta, epoch, deadline, NEVER_CANCELLED)) === ZERO
   }
 
@@ -159,7 +156,7 @@ class WaitGroup {
     const ta = this[VIEW]
     const epoch = Atomics.load(ta, EPOCH)
     if (Atomics.load(ta, COUNT) === 0) return Promise.resolve(true)
-    const deadline = opts.timeout === Infinity ? Infinity : now() + opts.timeout
+    const deadline = deadlineOf(opts.timeout)
     const ctx = { cancelled: false }
     return runAsync(ta, sleep(ta, epoch, deadline, ctx), ctx, signal).then((r) => {
       if (r === CANCELLED) throw abortError(signal)
