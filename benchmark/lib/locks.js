@@ -84,4 +84,16 @@ function lockBuffer (word = 0) {
   return sab
 }
 
-module.exports = { oursMissing, webLocksMissing, makeLock, lockBuffer }
+// The floor every uncontended lock is measured against: `batch` bare
+// compareExchange pairs (lock 0 → 1, unlock 1 → 0) on a word of its own.
+function casPairs (batch) {
+  const word = new Int32Array(lockBuffer())
+  return () => {
+    for (let i = 0; i < batch; i++) {
+      Atomics.compareExchange(word, 0, 0, 1)
+      Atomics.compareExchange(word, 0, 1, 0)
+    }
+  }
+}
+
+module.exports = { oursMissing, webLocksMissing, makeLock, lockBuffer, casPairs }

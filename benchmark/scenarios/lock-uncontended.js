@@ -12,7 +12,7 @@
 // figure is the median batch time / BATCH. Each implementation has its own
 // function literal so none of them sees another's type feedback.
 
-const { oursMissing, webLocksMissing, makeLock, lockBuffer } = require('../lib/locks')
+const { oursMissing, webLocksMissing, makeLock, lockBuffer, casPairs } = require('../lib/locks')
 const { nsPerOp } = require('../lib/batches')
 
 const BATCH = 1000
@@ -23,15 +23,7 @@ async function bench (name, fn, opts) {
 }
 
 const tasks = {
-  cas () {
-    const word = new Int32Array(lockBuffer())
-    return () => {
-      for (let i = 0; i < BATCH; i++) {
-        Atomics.compareExchange(word, 0, 0, 1)
-        Atomics.compareExchange(word, 0, 1, 0)
-      }
-    }
-  },
+  cas: () => casPairs(BATCH),
   blog () {
     const lock = makeLock('blog', lockBuffer(), 0)
     return () => {

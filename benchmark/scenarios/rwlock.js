@@ -14,7 +14,7 @@
 //     with tinybench as scenario 5 is.
 
 const path = require('path')
-const { oursMissing, lockBuffer } = require('../lib/locks')
+const { oursMissing, lockBuffer, casPairs } = require('../lib/locks')
 const { withWorkers, go, startTime } = require('../lib/threads')
 const { nsPerOp } = require('../lib/batches')
 const { ROOT } = require('../lib/impl')
@@ -49,15 +49,7 @@ async function readMostly (impl, { warmMs, ms }) {
 }
 
 const uncontended = {
-  cas () {
-    const word = new Int32Array(lockBuffer())
-    return () => {
-      for (let i = 0; i < BATCH; i++) {
-        Atomics.compareExchange(word, 0, 0, 1)
-        Atomics.compareExchange(word, 0, 1, 0)
-      }
-    }
-  },
+  cas: () => casPairs(BATCH),
   ours () {
     const lock = makeRwLock('ours', lockBuffer(), 0)
     return () => {
