@@ -87,9 +87,12 @@ function describe (state) {
 
 // --- reading -----------------------------------------------------------------
 // The fast path: true if a slot was free and no writer is about.
-function readNow (ta) {
+// `look`: claim only a slot seen empty (while spinning: a compareExchange
+// that fails still takes the cache line from the readers inside, who need
+// it to leave).
+function readNow (ta, look) {
   for (let i = FIRST_SLOT; i <= LAST_SLOT; i++) {
-    if (Atomics.compareExchange(ta, i, 0, ME) === 0) {
+    if ((!look || Atomics.load(ta, i) === 0) && Atomics.compareExchange(ta, i, 0, ME) === 0) {
       if ((Atomics.load(ta, STATE) & ~OVERFLOW) === 0) return true
       leaveSlot(ta, i)
       return false
@@ -109,7 +112,7 @@ function readSpin (ta) {
   for (let i = 0; i < SPINS; i++) {
     const s = Atomics.load(ta, STATE)
     if ((s & ~OVERFLOW) === 0) {
-      if (readNow(ta)) return true
+      if (readNow(ta, true)) return true
     } else if ((s & PARKED) !== 0) {
       return false
     }
