@@ -6,7 +6,8 @@
 // Each lock is given the same interface: blocking read/readUnlock,
 // write/writeUnlock, and async runRead(fn) / runWrite(fn).
 //
-// Every 10th operation writes: it rewrites the TABLE cells of a shared table
+// Every `writeEvery`-th operation writes (10: 90 % reads; 0: reads only):
+// a write rewrites the TABLE cells of a shared table
 // so that they all hold one new value. The others read: they sum the table
 // and check that every cell held the same value (a torn read means the lock
 // let a writer in with a reader, and stops the run).
@@ -16,7 +17,6 @@ const { ROOT } = require('./impl')
 const { TextbookRwLock } = require('../baselines/rwlock-textbook')
 
 const TABLE = 64
-const WRITE_EVERY = 10
 
 function makeRwLock (name, sab, byteOffset) {
   if (name === 'ours') return new (require(ROOT).RwLock)(sab, byteOffset)
@@ -52,7 +52,7 @@ function writeTable (table) {
 }
 
 // Counts operations that started in [from, to) (absolute times, threads.now()).
-function mixSync (lock, table, from, to) {
+function mixSync (lock, table, from, to, writeEvery) {
   const start = from - performance.timeOrigin
   const end = to - performance.timeOrigin
   let count = 0
@@ -60,7 +60,7 @@ function mixSync (lock, table, from, to) {
   for (let i = 0; ; i++) {
     const t0 = performance.now()
     if (t0 >= end) break
-    if (i % WRITE_EVERY === 0) {
+    if (writeEvery > 0 && i % writeEvery === 0) {
       lock.write()
       writeTable(table)
       lock.writeUnlock()
@@ -75,7 +75,7 @@ function mixSync (lock, table, from, to) {
   return { count, writes }
 }
 
-async function mixAsync (lock, table, from, to) {
+async function mixAsync (lock, table, from, to, writeEvery) {
   const start = from - performance.timeOrigin
   const end = to - performance.timeOrigin
   const write = () => writeTable(table)
@@ -85,7 +85,7 @@ async function mixAsync (lock, table, from, to) {
   for (let i = 0; ; i++) {
     const t0 = performance.now()
     if (t0 >= end) break
-    if (i % WRITE_EVERY === 0) {
+    if (writeEvery > 0 && i % writeEvery === 0) {
       await lock.runWrite(write)
       writes++
     } else {
