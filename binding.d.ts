@@ -144,8 +144,11 @@ export declare function registerThread(threadId: number): void
  */
 export declare function rwDowngrade(ta: unknown, index: number, me: number): boolean
 
-/** Readers registered past the slots of the lock at `ta[index]` (diagnostics and tests). */
-export declare function rwOverflowReaders(ta: unknown, index: number): number
+/**
+ * Readers registered past the slots of the lock at `ta[index]`; with `me`,
+ * only the read locks that `me` holds there (deadlock checks, diagnostics).
+ */
+export declare function rwOverflowReaders(ta: unknown, index: number, me?: number | undefined | null): number
 
 /**
  * The contended read unlock by `me`: `released` if JS emptied its slot,

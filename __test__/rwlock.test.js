@@ -155,6 +155,27 @@ describe('RwLock: ownership and deadlocks', () => {
     assertIdle(lock)
   })
 
+  test('a blocking write by a reader registered past the slots: DeadlockError, not a wait until its timeout', async () => {
+    const lock = new RwLock()
+    const workers = []
+    try {
+      for (let i = 0; i < 3; i++) workers.push(await heldByWorker(lock, 'read'))
+      assert.strictEqual(lock.tryRead(), 'acquired') // past the slots: the workers hold them
+      assert.strictEqual(binding.rwOverflowReaders(cells(lock), 0), 1)
+      assert.throws(() => lock.write(60000), isDeadlock)
+      assert.strictEqual(lock.isWriteLocked, false, 'the writer\'s place was given back')
+      assert.strictEqual(queued(lock), 0)
+      lock.readUnlock()
+      for (const w of workers) {
+        w.send('release')
+        await w.next('released')
+      }
+    } finally {
+      await Promise.all(workers.map((w) => w.terminate()))
+    }
+    assertIdle(lock)
+  })
+
   test('async acquisitions of the holding thread wait like anyone else', async () => {
     const lock = new RwLock()
     const w = await lock.writeAsync()

@@ -145,9 +145,10 @@ function readRelease (ta) {
   }
 }
 
+// Whether this thread holds a read lock: in a slot, or registered past them.
 function holdsRead (ta) {
   for (let i = FIRST_SLOT; i <= LAST_SLOT; i++) if ((Atomics.load(ta, i) & ~MARK) === ME) return true
-  return false
+  return (Atomics.load(ta, STATE) & OVERFLOW) !== 0 && binding.rwOverflowReaders(ta, STATE, ME) > 0
 }
 
 // --- writing -----------------------------------------------------------------

@@ -167,10 +167,14 @@ pub fn rw_downgrade(env: Env, ta: Unknown, index: f64, me: u32) -> Result<bool> 
     Ok(unsafe { RWLOCK.downgrade(&TABLE, key, me) })
 }
 
-/// Readers registered past the slots of the lock at `ta[index]` (diagnostics and tests).
+/// Readers registered past the slots of the lock at `ta[index]`; with `me`,
+/// only the read locks that `me` holds there (deadlock checks, diagnostics).
 #[napi(js_name = "rwOverflowReaders")]
-pub fn rw_overflow_readers(env: Env, ta: Unknown, index: f64) -> Result<u32> {
+pub fn rw_overflow_readers(env: Env, ta: Unknown, index: f64, me: Option<u32>) -> Result<u32> {
     // SAFETY: handles of this call.
     let key = unsafe { lock_at(&env, &ta, index)? };
-    Ok(RWLOCK.overflow_readers(key) as u32)
+    Ok(match me {
+        Some(me) => RWLOCK.overflow_reads_of(key, me),
+        None => RWLOCK.overflow_readers(key),
+    } as u32)
 }

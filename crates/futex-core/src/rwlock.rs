@@ -842,6 +842,11 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
     pub fn overflow_readers(&self, key: Key) -> usize {
         self.overflow.lock().iter().filter(|&&(k, _)| k == key).count()
     }
+
+    /// Read locks that thread `id` holds past the slots at `key`.
+    pub fn overflow_reads_of(&self, key: Key, id: u32) -> usize {
+        self.overflow.lock().iter().filter(|&&(k, o)| k == key && o == id).count()
+    }
 }
 
 impl<D: Fn(u32) -> OwnerState + Sync + 'static> Protocol for RawRwLock<D> {

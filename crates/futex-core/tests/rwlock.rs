@@ -151,6 +151,8 @@ fn readers_past_the_slots_are_registered() {
         assert_eq!(read(&table, w, me), Acquired::Acquired);
     }
     assert_eq!(RW.overflow_readers(key(w)), 2);
+    assert_eq!((RW.overflow_reads_of(key(w), 23), RW.overflow_reads_of(key(w), 24)), (1, 1));
+    assert_eq!(RW.overflow_reads_of(key(w), 20), 0, "20 reads through a slot");
     assert_ne!(w[0].load(SeqCst) & OVERFLOW, 0);
     let writer = {
         let table = table.clone();
