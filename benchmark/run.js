@@ -4,7 +4,7 @@
 // Runs every benchmark scenario against its baselines (see
 // docs/benchmarks.md), prints absolute figures and ratios, writes the run as
 // JSON under benchmark/results/ and renders its chart next to it.
-//   --quick     3 short rounds per figure (under a minute)
+//   --quick     3 short rounds per figure (about 80 s on 2 cores)
 //   --only      scenario ids (1..10) or case ids (e.g. 4-k8, 9-read-mostly), comma-separated
 //   --rounds N  measured rounds per figure; --ms N: measured window per round
 //   --out FILE  JSON path (default results/full.json, quick.json, partial.json)
