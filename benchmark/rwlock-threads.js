@@ -13,6 +13,7 @@ const path = require('path')
 const { withWorkers, go } = require('./lib/threads')
 const { TABLE } = require('./lib/rw')
 const { lockBuffer } = require('./lib/locks')
+const { summary } = require('./lib/stats')
 
 const WORKER = path.join(__dirname, 'workers', 'rwlock-worker.js')
 
@@ -45,7 +46,7 @@ async function once (impl, workers, { writeEvery, ms }) {
   return { rate: count / (ms / 1000), calls }
 }
 
-const median = (xs) => xs.slice().sort((a, b) => a - b)[xs.length >> 1]
+const median = (xs) => summary(xs).median
 const M = (x) => `${(x / 1e6).toFixed(2)}M/s`
 
 async function main () {
