@@ -33,6 +33,7 @@
 
 pub mod condvar;
 pub mod lock;
+mod queue;
 pub mod rwlock;
 pub mod semaphore;
 mod sync;

@@ -6,9 +6,9 @@
 //! mutex around a short list of queues, one per address that currently has
 //! waiters (a bucket rarely holds more than one). A queue is ordered by a
 //! sequence number taken under the bucket lock, so its order is the order in
-//! which waiters enqueued: popping the smallest entry is FIFO, and a waiter
-//! that leaves early (timeout, cancellation) is removed by its sequence number
-//! in `O(log n)` without disturbing the others.
+//! which waiters enqueued: appending and popping the oldest are `O(1)`, and a
+//! waiter that leaves early (timeout, cancellation) is found by its sequence
+//! number in `O(log n)` without disturbing the others (see `queue.rs`).
 //!
 //! There is no global lock: two addresses in different buckets never contend,
 //! and an address's waiters are only ever touched under its bucket's lock.
@@ -36,7 +36,7 @@
 //! the lock is released (unpark, or the owner's completion callback), so a
 //! woken thread never immediately blocks on the bucket lock its waker holds.
 
-use std::collections::BTreeMap;
+use crate::queue::SeqQueue;
 use std::time::Instant;
 
 use crate::sync::{current, fence, park_timeout, Arc, AtomicU32, AtomicU64, Mutex, Ordering, Thread};
@@ -278,7 +278,7 @@ fn wake(waiter: Waiter, token: UnparkToken) -> Woken {
 struct Queue {
     key: Key,
     /// Waiters of `key` by sequence number: the first entry is the oldest.
-    waiters: BTreeMap<u64, Waiter>,
+    waiters: SeqQueue<Waiter>,
 }
 
 /// One bucket, padded to its own cache line so neighbours do not false-share.
@@ -430,14 +430,14 @@ impl WaitTable {
         }
         match position(&queues, key) {
             Some(i) => {
-                queues[i].waiters.insert(seq, waiter);
+                queues[i].waiters.push(seq, waiter);
                 // The queue already holds the slot's count.
                 presence.fetch_sub(1, Ordering::SeqCst);
             }
             None => {
                 // The new queue keeps the count this waiter took.
-                let mut waiters = BTreeMap::new();
-                waiters.insert(seq, waiter);
+                let mut waiters = SeqQueue::new();
+                waiters.push(seq, waiter);
                 queues.push(Queue { key, waiters });
             }
         }
@@ -486,7 +486,7 @@ impl WaitTable {
     fn remove(&self, key: Key, seq: u64) -> Option<Waiter> {
         let mut queues = self.bucket(key).queues.lock();
         let i = position(&queues, key)?;
-        let waiter = queues[i].waiters.remove(&seq)?;
+        let waiter = queues[i].waiters.remove(seq)?;
         let was_last = queues[i].waiters.is_empty();
         if was_last {
             self.drop_queue(&mut queues, i);
@@ -732,7 +732,7 @@ impl WaitTable {
     /// Under the bucket lock: removes and returns the oldest waiter of `key`
     /// that will act on a wake-up. Async waiters of a thread that is being
     /// torn down are dropped on the way (their owner removes the rest).
-    fn pop_live(&self, key: Key, waiters: &mut BTreeMap<u64, Waiter>) -> Option<Waiter> {
+    fn pop_live(&self, key: Key, waiters: &mut SeqQueue<Waiter>) -> Option<Waiter> {
         while let Some((_, waiter)) = waiters.pop_first() {
             if matches!(waiter, Waiter::Async(..)) {
                 self.queued_async.fetch_sub(1, Ordering::Relaxed);
@@ -776,10 +776,10 @@ impl WaitTable {
             let waiters = &mut queues[i].waiters;
             // Drop the async waiters of threads being torn down that are
             // ahead of the first live one.
-            while waiters.first_key_value().is_some_and(|(_, w)| !w.is_live()) {
+            while waiters.first().is_some_and(|(_, w)| !w.is_live()) {
                 self.pop_live_or_drop_first(key, waiters);
             }
-            let head = waiters.first_key_value().map(|(&seq, w)| match w.park() {
+            let head = waiters.first().map(|(seq, w)| match w.park() {
                 Some(park) => (seq, park.token, Some(park.since)),
                 None => (seq, 0, None),
             });
@@ -791,7 +791,7 @@ impl WaitTable {
                     // its thread began its teardown meanwhile (liveness is
                     // not guarded by this lock): its owner then passes the
                     // token on (`Protocol::lost`).
-                    let waiter = waiters.remove(&seq).expect("queued under this lock");
+                    let waiter = waiters.remove(seq).expect("queued under this lock");
                     if matches!(waiter, Waiter::Async(..)) {
                         self.queued_async.fetch_sub(1, Ordering::Relaxed);
                     }
@@ -835,7 +835,7 @@ impl WaitTable {
             let waiters = &mut queues[i].waiters;
             let mut chosen = Vec::new();
             let mut tokens = Vec::new();
-            for (&seq, w) in waiters.iter() {
+            for (seq, w) in waiters.iter() {
                 let Some(park) = w.park().filter(|_| w.is_live()) else { continue };
                 match filter(park.token, park.since) {
                     FilterOp::Unpark => {
@@ -851,7 +851,7 @@ impl WaitTable {
             if let Some(unpark) = callback(&tokens, have_more) {
                 assert_eq!(unpark.len(), chosen.len(), "one unpark token per chosen waiter");
                 for (seq, token) in chosen.into_iter().zip(unpark) {
-                    let waiter = waiters.remove(&seq).expect("queued under this lock");
+                    let waiter = waiters.remove(seq).expect("queued under this lock");
                     if matches!(waiter, Waiter::Async(..)) {
                         self.queued_async.fetch_sub(1, Ordering::Relaxed);
                     }
@@ -872,7 +872,7 @@ impl WaitTable {
 
     /// Under the bucket lock: drops the first waiter if it will not act on a
     /// wake-up (see [`pop_live`](Self::pop_live)).
-    fn pop_live_or_drop_first(&self, key: Key, waiters: &mut BTreeMap<u64, Waiter>) {
+    fn pop_live_or_drop_first(&self, key: Key, waiters: &mut SeqQueue<Waiter>) {
         if let Some((_, waiter)) = waiters.pop_first() {
             if matches!(waiter, Waiter::Async(..)) {
                 self.queued_async.fetch_sub(1, Ordering::Relaxed);
@@ -896,11 +896,11 @@ impl WaitTable {
             {
                 let mut queues = bucket.queues.lock();
                 for q in queues.iter_mut() {
-                    let Some((&seq, head)) = q.waiters.iter().find(|(_, w)| w.is_live()) else { continue };
+                    let Some((seq, head)) = q.waiters.iter().find(|(_, w)| w.is_live()) else { continue };
                     let Some(park) = head.park().copied() else { continue };
                     let have_more = q.waiters.len() > 1;
                     if let Some(token) = park.protocol.thread_ended(q.key, park.token, have_more, ended) {
-                        let waiter = q.waiters.remove(&seq).expect("found under the same lock");
+                        let waiter = q.waiters.remove(seq).expect("found under the same lock");
                         if matches!(waiter, Waiter::Async(..)) {
                             self.queued_async.fetch_sub(1, Ordering::Relaxed);
                         }
@@ -954,7 +954,7 @@ impl WaitTable {
     /// Whether the waiter `seq` is still queued on `key`.
     pub fn is_queued(&self, key: Key, seq: u64) -> bool {
         let queues = self.bucket(key).queues.lock();
-        position(&queues, key).is_some_and(|i| queues[i].waiters.contains_key(&seq))
+        position(&queues, key).is_some_and(|i| queues[i].waiters.contains(seq))
     }
 
     /// How many async waiters are queued, over all keys.
