@@ -2,33 +2,44 @@
 //!
 //! Waiters are appended with increasing sequence numbers (taken under the
 //! bucket lock), and almost always leave from the front (notify, unpark).
-//! A ring buffer of `(seq, waiter)` serves both in O(1): one store to append,
-//! one load to pop, and entries laid out in one block rather than in tree
-//! nodes. A waiter that leaves from the middle (timeout, cancellation) is
-//! found by binary search on its sequence number and leaves a hole; holes at
-//! either end are trimmed at once, and the buffer is compacted once holes
-//! outnumber waiters, so each removal costs `O(log n)` amortised and holes
-//! never hold more memory than the waiters themselves. The buffer gives
-//! memory back as it empties.
+//! A deque of `(seq, waiter)` serves both in O(1): one store to append, one
+//! load to pop. It is kept in fixed chunks rather than one growing block: a
+//! block that doubles leaves its old copies behind in the allocator (with 10k
+//! waiters that cost more memory than the waiters), chunks are never copied
+//! and are freed as the front passes them. A waiter that leaves from the
+//! middle (timeout, cancellation) is found by binary search on its sequence
+//! number and leaves a hole; holes at either end are trimmed at once, and the
+//! queue is compacted once holes outnumber waiters, so each removal costs
+//! `O(log n)` amortised and holes never hold more memory than the waiters.
 
 use std::collections::VecDeque;
 
+/// Entries per chunk (48 bytes each for the table's waiters): a few kB, so
+/// that a long queue lives in blocks that are never copied to grow it.
+const CHUNK: usize = 64;
 /// Below this many entries, holes are not worth a compaction.
 const MIN_COMPACT: usize = 32;
-/// Capacity kept however empty the queue becomes.
-const MIN_CAPACITY: usize = 8;
 
+type Entry<T> = (u64, Option<T>);
+
+/// Entries live in chunks of [`CHUNK`] entries; every chunk but the last is
+/// full, and the last grows as a `Vec` does (a queue of one waiter takes a
+/// few dozen bytes). Entry `i` of the queue is at `head + i` counting from
+/// the start of the first chunk; the entries before `head` have left.
 pub(crate) struct SeqQueue<T> {
     /// Sorted by sequence number; `None` is a hole. The first and the last
     /// entry, if any, are never holes.
-    entries: VecDeque<(u64, Option<T>)>,
+    chunks: VecDeque<Vec<Entry<T>>>,
+    head: usize,
+    /// Entries from `head` on, holes included.
+    entries: usize,
     /// Entries that are not holes.
     live: usize,
 }
 
 impl<T> SeqQueue<T> {
     pub(crate) fn new() -> Self {
-        SeqQueue { entries: VecDeque::new(), live: 0 }
+        SeqQueue { chunks: VecDeque::new(), head: 0, entries: 0, live: 0 }
     }
 
     /// How many waiters are queued.
@@ -40,30 +51,87 @@ impl<T> SeqQueue<T> {
         self.live == 0
     }
 
+    fn at(&self, i: usize) -> &Entry<T> {
+        let i = self.head + i;
+        &self.chunks[i / CHUNK][i % CHUNK]
+    }
+
+    fn at_mut(&mut self, i: usize) -> &mut Entry<T> {
+        let i = self.head + i;
+        &mut self.chunks[i / CHUNK][i % CHUNK]
+    }
+
+    fn last(&self) -> Option<&Entry<T>> {
+        self.chunks.back().and_then(|c| c.last()).filter(|_| self.entries > 0)
+    }
+
     /// Appends `value` as `seq`, which is larger than any queued so far.
     pub(crate) fn push(&mut self, seq: u64, value: T) {
-        debug_assert!(self.entries.back().is_none_or(|&(last, _)| last < seq), "sequence numbers increase");
-        self.entries.push_back((seq, Some(value)));
+        debug_assert!(self.last().is_none_or(|&(last, _)| last < seq), "sequence numbers increase");
+        match self.chunks.back_mut() {
+            Some(chunk) if chunk.len() < CHUNK => chunk.push((seq, Some(value))),
+            _ => {
+                let mut chunk = Vec::with_capacity(if self.chunks.is_empty() { 4 } else { CHUNK });
+                chunk.push((seq, Some(value)));
+                self.chunks.push_back(chunk);
+            }
+        }
+        self.entries += 1;
         self.live += 1;
     }
 
     /// The oldest waiter.
     pub(crate) fn first(&self) -> Option<(u64, &T)> {
-        self.entries.front().map(|(seq, value)| (*seq, value.as_ref().expect("the first entry is no hole")))
+        (self.entries > 0).then(|| {
+            let (seq, value) = self.at(0);
+            (*seq, value.as_ref().expect("the first entry is no hole"))
+        })
+    }
+
+    /// Drops the first entry, whose value has been taken.
+    fn advance(&mut self) {
+        self.head += 1;
+        self.entries -= 1;
+        if self.head == CHUNK || self.entries == 0 {
+            self.chunks.pop_front();
+            self.head = 0;
+        }
+        if self.entries == 0 {
+            self.chunks.clear();
+        }
     }
 
     /// Removes and returns the oldest waiter.
     pub(crate) fn pop_first(&mut self) -> Option<(u64, T)> {
-        let (seq, value) = self.entries.pop_front()?;
+        if self.entries == 0 {
+            return None;
+        }
+        let (seq, value) = self.at_mut(0);
+        let (seq, value) = (*seq, value.take().expect("the first entry is no hole"));
         self.live -= 1;
+        self.advance();
         self.tidy();
-        Some((seq, value.expect("the first entry is no hole")))
+        Some((seq, value))
+    }
+
+    /// Where the entry `seq` is, if it is in the queue (maybe as a hole).
+    fn find(&self, seq: u64) -> Option<usize> {
+        let (mut lo, mut hi) = (0, self.entries);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.at(mid).0.cmp(&seq) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(mid),
+            }
+        }
+        None
     }
 
     /// Removes the waiter `seq`, if it is queued.
     pub(crate) fn remove(&mut self, seq: u64) -> Option<T> {
-        let at = self.entries.binary_search_by_key(&seq, |&(s, _)| s).ok()?;
-        let value = self.entries[at].1.take()?;
+        let at = self.find(seq)?;
+        let value = self.at_mut(at).1.take()?;
         self.live -= 1;
         self.tidy();
         Some(value)
@@ -71,42 +139,46 @@ impl<T> SeqQueue<T> {
 
     /// Whether the waiter `seq` is queued.
     pub(crate) fn contains(&self, seq: u64) -> bool {
-        self.entries.binary_search_by_key(&seq, |&(s, _)| s).is_ok_and(|at| self.entries[at].1.is_some())
+        self.find(seq).is_some_and(|at| self.at(at).1.is_some())
     }
 
     /// The waiters, oldest first.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &T)> {
-        self.entries.iter().filter_map(|(seq, value)| value.as_ref().map(|v| (*seq, v)))
+        self.chunks.iter().flatten().skip(self.head).filter_map(|(seq, value)| value.as_ref().map(|v| (*seq, v)))
     }
 
     /// Keeps only the waiters for which `keep` answers true.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(u64, &mut T) -> bool) {
-        let mut live = 0;
-        self.entries.retain_mut(|(seq, value)| {
-            let kept = value.as_mut().is_some_and(|v| keep(*seq, v));
-            live += usize::from(kept);
-            kept
-        });
-        self.live = live;
-        self.tidy();
+        let mut old = std::mem::replace(self, SeqQueue::new());
+        for (seq, value) in old.chunks.iter_mut().flatten().skip(old.head) {
+            if let Some(mut v) = value.take() {
+                if keep(*seq, &mut v) {
+                    self.push(*seq, v);
+                }
+            }
+        }
     }
 
-    /// Restores the invariants after a removal: no hole at either end, no
-    /// more holes than waiters (beyond a few), no capacity far beyond use.
+    /// Restores the invariants after a removal: no hole at either end, and
+    /// no more holes than waiters (beyond a few).
     fn tidy(&mut self) {
-        while self.entries.front().is_some_and(|(_, v)| v.is_none()) {
-            self.entries.pop_front();
+        while self.entries > 0 && self.at(0).1.is_none() {
+            self.advance();
         }
-        while self.entries.back().is_some_and(|(_, v)| v.is_none()) {
-            self.entries.pop_back();
+        while self.last().is_some_and(|(_, v)| v.is_none()) {
+            let chunk = self.chunks.back_mut().expect("a last entry");
+            chunk.pop();
+            self.entries -= 1;
+            if chunk.is_empty() || self.entries == 0 {
+                self.chunks.pop_back();
+            }
+            if self.entries == 0 {
+                self.chunks.clear();
+                self.head = 0;
+            }
         }
-        let holes = self.entries.len() - self.live;
-        if holes > MIN_COMPACT && holes > self.live {
-            self.entries.retain(|(_, v)| v.is_some());
-        }
-        let capacity = self.entries.capacity();
-        if capacity > MIN_CAPACITY && self.entries.len() < capacity / 4 {
-            self.entries.shrink_to((capacity / 2).max(MIN_CAPACITY));
+        if self.entries - self.live > MIN_COMPACT.max(self.live) {
+            self.retain(|_, _| true);
         }
     }
 }
@@ -132,10 +204,15 @@ mod tests {
         assert_eq!(q.is_empty(), model.is_empty());
         assert!(q.iter().map(|(s, v)| (s, *v)).eq(model.iter().map(|(s, v)| (*s, *v))));
         assert_eq!(q.first().map(|(s, v)| (s, *v)), model.first_key_value().map(|(s, v)| (*s, *v)));
-        let holes = q.entries.len() - q.live;
+        let holes = q.entries - q.live;
         assert!(holes <= super::MIN_COMPACT.max(q.live), "{holes} holes for {} waiters", q.live);
-        assert!(q.entries.front().is_none_or(|(_, v)| v.is_some()));
-        assert!(q.entries.back().is_none_or(|(_, v)| v.is_some()));
+        assert!(q.entries == 0 || q.at(0).1.is_some());
+        assert!(q.last().is_none_or(|(_, v)| v.is_some()));
+        // Every chunk but the last is full; the first from `head` on.
+        let stored: usize = q.chunks.iter().map(Vec::len).sum();
+        assert_eq!(stored, q.head + q.entries);
+        assert!(q.chunks.iter().rev().skip(1).all(|c| c.len() == super::CHUNK));
+        assert!(q.head < super::CHUNK.max(1));
     }
 
     /// Every operation, in random mixes, against `BTreeMap` as the model.
@@ -184,8 +261,8 @@ mod tests {
             assert_eq!(q.remove(seq), Some(()));
         }
         assert_eq!(q.len(), 2);
-        assert!(q.entries.len() <= super::MIN_COMPACT + 2);
-        assert!(q.entries.capacity() < 1024, "capacity {}", q.entries.capacity());
+        assert!(q.entries <= super::MIN_COMPACT + 2);
+        assert!(q.chunks.len() <= 2, "{} chunks", q.chunks.len());
         assert_eq!(q.pop_first(), Some((1, ())));
         assert_eq!(q.pop_first(), Some((100_000, ())));
         assert_eq!(q.pop_first(), None);
