@@ -18,8 +18,10 @@
 // for `--seconds` seconds. The first half of the run is warm-up; after it
 // and at the end, memory is read after GC. Printed: growth of RSS per 1,000
 // workers (scenario 1) and of RSS and array buffers per 1,000 buffers
-// (scenario 2). A leak shows as growth that does not shrink with a longer
-// run; allocator noise is a few KB either way.
+// (scenario 2), and for scenario 2 the peak RSS and array buffers seen
+// during the run: dead buffers pile up until V8 collects them, and the
+// allocator may keep the pages. A leak shows as growth that does not shrink
+// with a longer run; allocator noise is a few KB either way.
 const path = require('path')
 const { spawnSync } = require('child_process')
 const { Worker } = require('worker_threads')
@@ -115,9 +117,15 @@ async function buffers (impl, seconds) {
   const shutdown = waitAsync(signal, 0, 0)
   let jobs = 0
   let start = null
+  // Highest RSS and array buffers seen between collections, read every 50
+  // jobs: dead buffers wait there for V8 to collect them.
+  const peak = { rss: 0, arrayBuffers: 0 }
   const t0 = Date.now()
   const warmUntil = t0 + seconds * 500
   for (;;) {
+    const m = process.memoryUsage()
+    peak.rss = Math.max(peak.rss, m.rss)
+    peak.arrayBuffers = Math.max(peak.arrayBuffers, m.arrayBuffers)
     for (let k = 0; k < 50; k++) {
       const ta = new Int32Array(new SharedArrayBuffer(1 << 20))
       ta[1] = 1 // touch the pages, as a real job would
@@ -137,7 +145,9 @@ async function buffers (impl, seconds) {
   return {
     buffers: n,
     rssPerThousand: (end.rss - start.mem.rss) / n * 1000,
-    arrayBuffersPerThousand: (end.arrayBuffers - start.mem.arrayBuffers) / n * 1000
+    arrayBuffersPerThousand: (end.arrayBuffers - start.mem.arrayBuffers) / n * 1000,
+    peakRss: peak.rss,
+    peakArrayBuffers: peak.arrayBuffers
   }
 }
 
@@ -166,7 +176,8 @@ function main () {
       if (scenario === '1') {
         console.log(`1 worker churn    ${impl.padEnd(6)} ${String(out.workers).padStart(6)} workers   RSS ${MB(out.rssPerThousand)} per 1,000 workers`)
       } else {
-        console.log(`2 fresh buffers   ${impl.padEnd(6)} ${String(out.buffers).padStart(6)} buffers   RSS ${MB(out.rssPerThousand)}, array buffers ${MB(out.arrayBuffersPerThousand)} per 1,000 buffers`)
+        console.log(`2 fresh buffers   ${impl.padEnd(6)} ${String(out.buffers).padStart(6)} buffers   RSS ${MB(out.rssPerThousand)}, array buffers ${MB(out.arrayBuffersPerThousand)} per 1,000 buffers; ` +
+          `peak RSS ${MB(out.peakRss)}, peak array buffers ${MB(out.peakArrayBuffers)}`)
       }
     }
   }
