@@ -28,7 +28,7 @@ type Entry<T> = (u64, Option<T>);
 /// the start of the first chunk; the entries before `head` have left.
 pub(crate) struct SeqQueue<T> {
     /// Sorted by sequence number; `None` is a hole. The first and the last
-    /// entry, if any, are never holes.
+    /// entry, if any, are never holes. Empty exactly when `entries` is 0.
     chunks: VecDeque<Vec<Entry<T>>>,
     head: usize,
     /// Entries from `head` on, holes included.
@@ -62,7 +62,13 @@ impl<T> SeqQueue<T> {
     }
 
     fn last(&self) -> Option<&Entry<T>> {
-        self.chunks.back().and_then(|c| c.last()).filter(|_| self.entries > 0)
+        self.chunks.back().and_then(|c| c.last())
+    }
+
+    /// Forgets every chunk: the queue holds no entry any more.
+    fn reset(&mut self) {
+        self.chunks.clear();
+        self.head = 0;
     }
 
     /// Appends `value` as `seq`, which is larger than any queued so far.
@@ -92,12 +98,11 @@ impl<T> SeqQueue<T> {
     fn advance(&mut self) {
         self.head += 1;
         self.entries -= 1;
-        if self.head == CHUNK || self.entries == 0 {
+        if self.entries == 0 {
+            self.reset();
+        } else if self.head == CHUNK {
             self.chunks.pop_front();
             self.head = 0;
-        }
-        if self.entries == 0 {
-            self.chunks.clear();
         }
     }
 
@@ -168,13 +173,12 @@ impl<T> SeqQueue<T> {
         while self.last().is_some_and(|(_, v)| v.is_none()) {
             let chunk = self.chunks.back_mut().expect("a last entry");
             chunk.pop();
+            let emptied = chunk.is_empty();
             self.entries -= 1;
-            if chunk.is_empty() || self.entries == 0 {
-                self.chunks.pop_back();
-            }
             if self.entries == 0 {
-                self.chunks.clear();
-                self.head = 0;
+                self.reset();
+            } else if emptied {
+                self.chunks.pop_back();
             }
         }
         if self.entries - self.live > MIN_COMPACT.max(self.live) {
@@ -204,6 +208,7 @@ mod tests {
         assert_eq!(q.is_empty(), model.is_empty());
         assert!(q.iter().map(|(s, v)| (s, *v)).eq(model.iter().map(|(s, v)| (*s, *v))));
         assert_eq!(q.first().map(|(s, v)| (s, *v)), model.first_key_value().map(|(s, v)| (*s, *v)));
+        assert_eq!(q.entries == 0, q.chunks.is_empty());
         let holes = q.entries - q.live;
         assert!(holes <= super::MIN_COMPACT.max(q.live), "{holes} holes for {} waiters", q.live);
         assert!(q.entries == 0 || q.at(0).1.is_some());
