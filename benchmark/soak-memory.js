@@ -2,6 +2,7 @@
 // Soak: memory of a long-running process, ours and native side by side.
 //
 //   node benchmark/soak-memory.js [--seconds 20] [--only 1|2] [--impl ours,native,load,none]
+//                                 [--semi-space MB]
 //
 // Scenario 1, worker churn: rounds of 16 workers that each queue 200
 // waitAsync (keep-alive, half with a one-hour timeout), half of which then
@@ -22,6 +23,15 @@
 // during the run: dead buffers pile up until V8 collects them, and the
 // allocator may keep the pages. A leak shows as growth that does not shrink
 // with a longer run; allocator noise is a few KB either way.
+//
+// V8 collects a dead SharedArrayBuffer with the young generation, and its
+// backing store does not count towards when that runs: the peak is about
+// (young generation size ÷ JS bytes allocated per job) × 1 MiB. The young
+// generation grows with what survives, so its size depends on everything the
+// process did before, loading modules included. Scenario 2 therefore runs
+// both implementations with the same fixed size (--semi-space, in MB, given
+// to V8 as --min-semi-space-size and --max-semi-space-size; 1 by default,
+// V8's starting size): only then do their peaks compare.
 const path = require('path')
 const { spawnSync } = require('child_process')
 const { Worker } = require('worker_threads')
@@ -29,13 +39,14 @@ const { Worker } = require('worker_threads')
 const ROOT = path.join(__dirname, '..')
 
 function parse (argv) {
-  const args = { seconds: 20, only: null, impl: null, child: null }
+  const args = { seconds: 20, only: null, impl: null, child: null, semiSpace: 1 }
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
     if (a === '--seconds') args.seconds = Number(argv[++i])
     else if (a === '--only') args.only = argv[++i]
     else if (a === '--impl') args.impl = argv[++i]
     else if (a === '--child') args.child = argv[++i]
+    else if (a === '--semi-space') args.semiSpace = Number(argv[++i])
     else throw new Error(`unknown argument ${a}`)
   }
   return args
@@ -165,7 +176,9 @@ function main () {
   const scenarios = args.only ? [args.only] : ['1', '2']
   for (const scenario of scenarios) {
     for (const impl of impls) {
-      const r = spawnSync(process.execPath, ['--expose-gc', __filename, '--child', `${scenario}:${impl}`, '--seconds', String(args.seconds)],
+      const flags = ['--expose-gc']
+      if (scenario === '2') flags.push(`--min-semi-space-size=${args.semiSpace}`, `--max-semi-space-size=${args.semiSpace}`)
+      const r = spawnSync(process.execPath, [...flags, __filename, '--child', `${scenario}:${impl}`, '--seconds', String(args.seconds)],
         { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] })
       if (r.status !== 0) {
         console.log(`scenario ${scenario} ${impl}: failed (exit ${r.status})`)
