@@ -319,6 +319,16 @@ describe('Atomics.Mutex shape: across threads and owner death', () => {
     const boom = new Error('boom')
     await assert.rejects(Mutex.lockAsync(m, async () => { throw boom }), (e) => e === boom)
     assert.strictEqual(lockWord(m), 0)
+    // A promise whose `constructor` getter throws, a revoked Proxy: still unlocked.
+    const p = Promise.resolve(1)
+    Object.defineProperty(p, 'constructor', { get () { throw boom } })
+    const r = await Mutex.lockAsync(m, () => p).then((v) => v, (e) => e)
+    assert.ok(r === boom || (r.success === true && r.value === 1), 'settles as the promise, or with the getter\'s throw')
+    assert.strictEqual(lockWord(m), 0)
+    const { proxy, revoke } = Proxy.revocable({}, {})
+    revoke()
+    await assert.rejects(Mutex.lockAsync(m, () => proxy), TypeError)
+    assert.strictEqual(lockWord(m), 0)
   })
 
   test('Condition.waitAsync inside lockAsync: resolves undefined (as V8\'s) with the mutex held again; a notify wakes it', async () => {

@@ -199,5 +199,22 @@ for (const name of Object.keys(holdables)) {
       await assert.rejects(k.callback(x, async () => { throw new Error('async') }), /async/)
       await assertFree(x, name)
     })
+
+    test('callback: gives back when fn\'s result cannot be read as a promise', async () => {
+      const x = k.make()
+      const boom = new Error('then getter')
+      await assert.rejects(k.callback(x, () => ({ get then () { throw boom } })), (e) => e === boom)
+      await assertFree(x, name)
+      const { proxy, revoke } = Proxy.revocable({}, {})
+      revoke()
+      await assert.rejects(k.callback(x, () => proxy), TypeError)
+      await assertFree(x, name)
+      // A promise whose `constructor` getter throws (Promise.resolve reads it).
+      const p = Promise.resolve(1)
+      Object.defineProperty(p, 'constructor', { get () { throw boom } })
+      const r = await k.callback(x, () => p).then((v) => ({ v }), (e) => ({ e }))
+      assert.ok(r.v === 1 || r.e === boom, 'settles as the promise does, or with the getter\'s throw')
+      await assertFree(x, name)
+    })
   })
 }

@@ -224,6 +224,22 @@ describe('Once: bad input', () => {
     assert.strictEqual(once.isDone, false)
     assert.strictEqual(lockWord(once), 0)
   })
+
+  test('fn returns something whose `then` cannot be read: that error, not done, lock free, the next call runs fn', async () => {
+    const boom = new Error('then getter')
+    const unreadable = () => ({ get then () { throw boom } })
+    const once = new Once()
+    assert.throws(() => once.run(unreadable), (e) => e === boom)
+    assert.strictEqual(lockWord(once), 0)
+    await assert.rejects(once.runAsync(unreadable), (e) => e === boom)
+    assert.strictEqual(lockWord(once), 0)
+    const { proxy, revoke } = Proxy.revocable({}, {})
+    revoke()
+    await assert.rejects(once.runAsync(() => proxy), TypeError)
+    assert.strictEqual(once.isDone, false)
+    assert.strictEqual(lockWord(once), 0)
+    assert.strictEqual(await once.runAsync(() => {}), true)
+  })
 })
 
 describe('Once across threads', () => {

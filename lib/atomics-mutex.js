@@ -35,6 +35,7 @@ const { AsyncLock, internal: lockInternal } = require('./lock')
 const { Condition: LockCondition } = require('./condition')
 const { deadlineOf, timeLeft, show, sharedView, DISPOSE } = require('./options')
 const { OWNER_DIED, E_TIMEOUT, E_DEADLOCK, DeadlockError, LockTimeoutError } = require('./errors')
+const { settled } = require('./held')
 
 const { viewOf, heldByThisThread } = lockInternal
 const hasOwn = (o, k) => Object.prototype.hasOwnProperty.call(o, k)
@@ -293,7 +294,7 @@ class Mutex {
         done()
         throw e
       }
-      return Promise.resolve(result).then(
+      return settled(result).then(
         (value) => { done(); return { value, success: true } },
         (e) => { done(); throw e })
     }, (e) => {

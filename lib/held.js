@@ -23,20 +23,36 @@ function releaser (release, target) {
 // Resolves or rejects as fn does.
 function runHeld (fn, arg, release, target) {
   let result
+  let thenable
   try {
     result = fn(arg)
+    thenable = isThenable(result)
   } catch (e) {
+    // fn threw, or reading its result's `then` did (a getter, a revoked
+    // Proxy): as if fn had thrown.
     release(target)
     throw e
   }
-  if (result === null || (typeof result !== 'object' && typeof result !== 'function') || typeof result.then !== 'function') {
+  if (!thenable) {
     release(target)
     return result
   }
-  return Promise.resolve(result).then(
+  return settled(result).then(
     (value) => { release(target); return value },
     (e) => { release(target); throw e }
   )
 }
 
-module.exports = { releaser, runHeld }
+// Whether `x` is a thenable; reads `x.then` once, and may throw as that read does.
+function isThenable (x) {
+  return x !== null && (typeof x === 'object' || typeof x === 'function') && typeof x.then === 'function'
+}
+
+// A promise that settles as the thenable `x` does. Unlike Promise.resolve,
+// which reads `x.constructor` of a promise in the call, it never throws: any
+// throw of x's getters or of its `then` rejects it.
+function settled (x) {
+  return new Promise((resolve) => resolve(x))
+}
+
+module.exports = { releaser, runHeld, isThenable, settled }

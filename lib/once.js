@@ -27,7 +27,8 @@
 // runs fn again. A thread that loads DONE never touches the lock.
 const { AsyncLock, internal: lockInternal } = require('./lock')
 const { OWNER_DIED, E_TIMEOUT, LockTimeoutError, DeadlockError } = require('./errors')
-const { sharedView, timeoutOf, asyncOptions, callbackOf } = require('./options')
+const { sharedView, timeoutOf, isSignalLike, asyncOptions, callbackOf } = require('./options')
+const { isThenable, settled } = require('./held')
 
 const { viewOf, heldByThisThread, acquireBlocking, acquireAsync, release } = lockInternal
 
@@ -65,13 +66,10 @@ function checkOptions (what, options) {
   if (typeof options !== 'object') asyncOptions(what, options) // throws
   timeoutOf(what, options.timeout)
   const signal = options.signal
-  if (signal !== undefined && (signal === null || typeof signal !== 'object' ||
-      typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function')) {
+  if (signal !== undefined && !isSignalLike(signal)) {
     asyncOptions(what, options) // throws the same TypeError as everywhere
   }
 }
-
-const isThenable = (x) => x !== null && (typeof x === 'object' || typeof x === 'function') && typeof x.then === 'function'
 
 // Calls fn(info) holding the lock (lta), marked as running on this thread;
 // releases the lock if fn throws.
@@ -87,6 +85,18 @@ function call (ta, lta, fn, info) {
   }
 }
 
+// Whether fn's result is a thenable; if reading its `then` throws (a getter,
+// a revoked Proxy), that is fn's failure: the lock is given back, the Once
+// stays not done.
+function thenable (lta, result) {
+  try {
+    return isThenable(result)
+  } catch (e) {
+    release(lta)
+    throw e
+  }
+}
+
 // fn completed: the Once is done, and the lock is given back.
 function finish (ta, lta) {
   Atomics.store(ta, STATE, DONE)
@@ -97,7 +107,7 @@ function finish (ta, lta) {
 // Runs fn(info) holding the lock. Returns true when fn completed (STATE is
 // DONE); releases the lock however fn ends.
 function runHeldSync (ta, lta, fn, info) {
-  if (isThenable(call(ta, lta, fn, info))) {
+  if (thenable(lta, call(ta, lta, fn, info))) {
     release(lta)
     throw new TypeError('Once.run: fn returned a promise (or thenable); the Once stays not done. Use runAsync for an async fn')
   }
@@ -108,8 +118,8 @@ function runHeldSync (ta, lta, fn, info) {
 // when it fulfils.
 function runHeldAsync (ta, lta, fn, info) {
   const result = call(ta, lta, fn, info)
-  if (!isThenable(result)) return finish(ta, lta)
-  return Promise.resolve(result).then(() => finish(ta, lta), (e) => {
+  if (!thenable(lta, result)) return finish(ta, lta)
+  return settled(result).then(() => finish(ta, lta), (e) => {
     release(lta)
     throw e
   })

@@ -66,6 +66,63 @@ function timeLeft (deadline) {
 
 const NO_OPTIONS = Object.freeze({ timeout: Infinity, signal: undefined })
 
+// Whether `signal` has the shape of an AbortSignal: what the waits use of it.
+function isSignalLike (signal) {
+  return signal !== null && typeof signal === 'object' && typeof signal.aborted === 'boolean' &&
+    typeof signal.addEventListener === 'function' && typeof signal.removeEventListener === 'function'
+}
+
+// The signal as the waits read it: the caller's object, whose getters and
+// methods are read at every use (it may be any AbortSignal-like object), but
+// whose throws cannot escape. A wait reads `aborted` inside promise callbacks
+// and between native steps, where a throw would leave the promise pending and
+// a lock or permit taken; here it counts as an abort instead, with the thrown
+// value as its reason, so the wait rejects and gives back what it holds.
+function guardSignal (signal) {
+  let failed = false
+  let failure
+  const fail = (e) => {
+    if (!failed) {
+      failed = true
+      failure = e
+    }
+  }
+  return {
+    get aborted () {
+      if (failed) return true
+      try {
+        return signal.aborted === true
+      } catch (e) {
+        fail(e)
+        return true
+      }
+    },
+    get reason () {
+      if (failed) return failure
+      try {
+        return signal.reason
+      } catch (e) {
+        fail(e)
+        return e
+      }
+    },
+    addEventListener (type, listener) {
+      try {
+        signal.addEventListener(type, listener)
+      } catch (e) {
+        fail(e)
+      }
+    },
+    removeEventListener (type, listener) {
+      try {
+        signal.removeEventListener(type, listener)
+      } catch {
+        // Nothing to give back: the listener finds its wait already settled.
+      }
+    }
+  }
+}
+
 // { timeout, signal } of the async methods.
 function asyncOptions (what, options) {
   if (options === undefined || options === null) return NO_OPTIONS
@@ -74,11 +131,11 @@ function asyncOptions (what, options) {
   }
   const timeout = timeoutOf(what, options.timeout)
   const signal = options.signal
-  if (signal !== undefined && (signal === null || typeof signal !== 'object' ||
-      typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function')) {
+  if (signal === undefined) return { timeout, signal }
+  if (!isSignalLike(signal)) {
     throw new TypeError(`${what}: signal must be an AbortSignal, got ${show(signal)}`)
   }
-  return { timeout, signal }
+  return { timeout, signal: guardSignal(signal) }
 }
 
 function callbackOf (what, fn) {
@@ -92,4 +149,4 @@ function callbackOf (what, fn) {
 // registered symbol older polyfills use.
 const DISPOSE = typeof Symbol.dispose === 'symbol' ? Symbol.dispose : Symbol.for('nodejs.dispose')
 
-module.exports = { now, deadlineOf, timeLeft, show, sharedView, timeoutOf, asyncOptions, callbackOf, DISPOSE }
+module.exports = { now, deadlineOf, timeLeft, show, sharedView, timeoutOf, isSignalLike, asyncOptions, callbackOf, DISPOSE }
