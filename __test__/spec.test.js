@@ -71,6 +71,24 @@ describe('ValidateAtomicAccess reads the length before ToIndex (ES2025)', () => 
     return A.notify(ta, 0, { valueOf () { detach(ab); return 1 } })
   }, 'value 0')
 
+  // ValidateIntegerTypedArray → ValidateTypedArray: an out-of-bounds view
+  // is a TypeError before the index is looked at.
+  for (const [what, make] of [
+    ['a fixed-length view', (ab) => new Int32Array(ab, 8, 1)],
+    ['a length-tracking view', (ab) => new Int32Array(ab, 8)]
+  ]) {
+    specCase(`notify on ${what} of a resizable ArrayBuffer shrunk below its offset: TypeError`, (A) => {
+      const ab = new ArrayBuffer(16, { maxByteLength: 16 })
+      const ta = make(ab)
+      ab.resize(4)
+      return A.notify(ta, 0, 1)
+    }, 'TypeError', canResize ? {} : { skip: 'no resizable ArrayBuffer in this Node' })
+  }
+  specCase('notify on an empty view at the end of a resizable ArrayBuffer (in bounds) is a RangeError for index 0', (A) => {
+    const ab = new ArrayBuffer(16, { maxByteLength: 16 })
+    return A.notify(new Int32Array(ab, 16), 0, 1)
+  }, 'RangeError', canResize ? {} : { skip: 'no resizable ArrayBuffer in this Node' })
+
   test('the polyfill\'s Atomics.notify answers the same', { skip: canGrow ? false : 'no growable SharedArrayBuffer in this Node' }, () => {
     const ab = new ArrayBuffer(8)
     const ta = new Int32Array(ab)

@@ -34,6 +34,24 @@ function isDetached (buffer) {
   }
 }
 
+const resizableGetter = (Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'resizable') || {}).get
+const keysOf = Object.getPrototypeOf(Int32Array.prototype).keys
+
+// IsTypedArrayOutOfBounds for a view of a (non-shared, not detached)
+// ArrayBuffer: only a resizable one can shrink under its views. Its length
+// getter answers 0 then, as for an empty view; %TypedArray%.prototype.keys
+// runs ValidateTypedArray, which throws for exactly this case (and runs no
+// user code).
+function isOutOfBounds (ta, buffer) {
+  if (!resizableGetter || !resizableGetter.call(buffer)) return false
+  try {
+    keysOf.call(ta)
+    return false
+  } catch {
+    return true
+  }
+}
+
 const RESULTS = ['ok', 'not-equal', 'timed-out']
 const MAX_SAFE = Number.MAX_SAFE_INTEGER
 
@@ -56,7 +74,8 @@ const SHARED_I32 = 1
 const SHARED_I64 = 2
 
 // ValidateIntegerTypedArray(ta, waitable = true): throws a TypeError for other
-// kinds and for detached arrays; otherwise returns one of the codes above.
+// kinds and for detached or out-of-bounds arrays; otherwise returns one of
+// the codes above.
 function validate (ta) {
   const tag = tagOf.call(ta)
   if (tag !== 'Int32Array' && tag !== 'BigInt64Array') {
@@ -65,6 +84,7 @@ function validate (ta) {
   const buffer = bufferOf.call(ta)
   if (types.isSharedArrayBuffer(buffer)) return tag === 'Int32Array' ? SHARED_I32 : SHARED_I64
   if (isDetached(buffer)) throw new TypeError('Cannot perform Atomics operation on a detached ArrayBuffer')
+  if (isOutOfBounds(ta, buffer)) throw new TypeError('Cannot perform Atomics operation on an out-of-bounds typed array')
   return NOT_SHARED
 }
 
