@@ -475,7 +475,7 @@ export class Barrier {
   /**
    * A barrier at `byteOffset` (a multiple of 8) of `buffer`. Pass `parties`
    * only where it is created; copies rebuilt in other threads read it.
-   * @throws {RangeError} no `parties` and none stored at that offset
+   * @throws {RangeError} no `parties`, and none (or an out-of-range count) stored at that offset
    */
   constructor (buffer: SharedArrayBuffer, byteOffset?: number, parties?: number)
 

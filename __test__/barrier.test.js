@@ -193,6 +193,13 @@ describe('Barrier', () => {
     const sab = new SharedArrayBuffer(16)
     assert.throws(() => new Barrier(sab, 0, -1), RangeError)
     assert.strictEqual(new Int32Array(sab)[2], 0, 'nothing written')
+    // Rebuilt from a buffer whose parties cell is out of range (a wrong
+    // byteOffset, other data): not a barrier.
+    for (const stored of [-7, 2 ** 30 + 1, 2 ** 31 - 1]) {
+      const other = new SharedArrayBuffer(16)
+      new Int32Array(other)[2] = stored
+      assert.throws(() => new Barrier(other, 0), RangeError, `parties ${stored}`)
+    }
     assert.strictEqual(new Barrier(2 ** 30).parties, 2 ** 30)
     const b = new Barrier(2)
     assert.throws(() => b.wait(-1), RangeError)

@@ -203,6 +203,15 @@ describe('RwLock: bad input', () => {
     assert.throws(() => new RwLock(undefined, 4), TypeError)
   })
 
+  test('methods called on something that is not a RwLock throw a TypeError', () => {
+    const lock = new RwLock()
+    for (const self of [{}, 1, new AsyncLock(), Object.create(RwLock.prototype)]) {
+      assert.throws(() => RwLock.prototype.downgrade.call(self), TypeError)
+      assert.throws(() => RwLock.prototype.tryWrite.call(self), TypeError)
+    }
+    assertIdle(lock)
+  })
+
   test('timeouts and options: blocking methods throw, async ones reject', async () => {
     const lock = new RwLock()
     assert.throws(() => lock.read('1'), TypeError)

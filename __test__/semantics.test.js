@@ -590,6 +590,16 @@ describe('function shape', () => {
 })
 
 // ---------------------------------------------------------------- own queue
+describe('setKeepAlive', () => {
+  test('takes a boolean only (TypeError otherwise), and leaves the setting as it was', () => {
+    const { setKeepAlive } = require('..')
+    for (const v of ['false', 'true', 0, 1, null, undefined, {}, Symbol('x'), 1n]) {
+      assert.throws(() => setKeepAlive(v), TypeError)
+    }
+    assert.strictEqual(setKeepAlive(false), false, 'still the default')
+  })
+})
+
 describe("the module's queue is not V8's", () => {
   const skip = subject.kind === 'native' ? 'the subject is native Atomics'
     : native ? false : 'needs Atomics.waitAsync (Node 16+)'

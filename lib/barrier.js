@@ -186,8 +186,14 @@ class Barrier {
       n = parties === undefined ? undefined : partiesOf('Barrier', parties)
       view = sharedView('Barrier', buffer, byteOffset, Barrier.BYTES)
       if (view.byteOffset % 8 !== 0) throw new RangeError(`Barrier: byteOffset must be a multiple of 8, got ${view.byteOffset}`)
-      if (n === undefined && Atomics.load(view, PARTIES) === 0) {
-        throw new RangeError(`Barrier: no barrier at byteOffset ${view.byteOffset} (parties is 0): pass parties where it is created`)
+      if (n === undefined) {
+        const stored = Atomics.load(view, PARTIES)
+        if (stored === 0) {
+          throw new RangeError(`Barrier: no barrier at byteOffset ${view.byteOffset} (parties is 0): pass parties where it is created`)
+        }
+        if (stored < 1 || stored > MAX_PARTIES) {
+          throw new RangeError(`Barrier: no barrier at byteOffset ${view.byteOffset} (parties is ${stored}, not from 1 to ${MAX_PARTIES}): is the byteOffset right?`)
+        }
       }
     }
     if (n !== undefined) Atomics.store(view, PARTIES, n)

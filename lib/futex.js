@@ -419,8 +419,11 @@ const api = {
 // Sets whether async waiters created from now on by this thread's
 // `waitAsync` keep the event loop alive. Returns the previous setting.
 function setKeepAlive (enabled) {
+  if (typeof enabled !== 'boolean') {
+    throw new TypeError(`setKeepAlive: enabled must be a boolean, got ${typeof enabled === 'string' ? JSON.stringify(enabled) : describe(enabled)}`)
+  }
   const previous = keepAliveDefault
-  keepAliveDefault = !!enabled
+  keepAliveDefault = enabled
   return previous
 }
 

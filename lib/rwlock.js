@@ -399,7 +399,9 @@ class RwLock {
 
   /** Write lock → read lock, atomically (no writer gets in between). */
   downgrade () {
-    downgrade(this[VIEW], 'RwLock.downgrade')
+    const ta = this[VIEW]
+    if (ta === undefined) throw new TypeError('RwLock.downgrade: called on an object that is not a RwLock')
+    downgrade(ta, 'RwLock.downgrade')
   }
 
   /** Resolves with a read release function (idempotent, Symbol.dispose-able). */

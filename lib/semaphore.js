@@ -117,7 +117,7 @@ class Semaphore {
   constructor (buffer, byteOffset, permits) {
     if (typeof buffer === 'number') {
       const n = permitsOf('Semaphore', buffer)
-      this[VIEW] = sharedView('Semaphore', undefined, undefined, Semaphore.BYTES)
+      this[VIEW] = sharedView('Semaphore', undefined, byteOffset, Semaphore.BYTES) // a byteOffset needs a buffer
       Atomics.store(this[VIEW], WORD, n)
       return
     }
