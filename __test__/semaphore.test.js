@@ -145,6 +145,9 @@ describe('Semaphore', () => {
     assert.throws(() => new Semaphore(2, 16), TypeError, 'a byteOffset needs a buffer')
     assert.throws(() => new Semaphore(2, 'x'), TypeError)
     assert.strictEqual(new Semaphore(2, 0).value, 2)
+    // On something that is not a Semaphore, even releasing nothing.
+    assert.throws(() => Semaphore.prototype.release.call({}, 0), TypeError)
+    assert.throws(() => Semaphore.prototype.release.call(new Semaphore(1).constructor.prototype, 1), TypeError)
     assert.throws(() => new Semaphore(new ArrayBuffer(8)), TypeError)
     assert.throws(() => new Semaphore(new SharedArrayBuffer(8), 4), RangeError)
     assert.throws(() => new Semaphore(new SharedArrayBuffer(8), 0, -2), RangeError)

@@ -153,7 +153,9 @@ class Semaphore {
   /** Gives back `permits` (default 1): to the oldest acquirers queued first. */
   release (permits) {
     const n = permits === undefined ? 1 : permitsOf('Semaphore.release', permits)
-    if (n > 0) give(this[VIEW], n)
+    const ta = this[VIEW]
+    if (ta === undefined) throw new TypeError('Semaphore.release: called on an object that is not a Semaphore')
+    if (n > 0) give(ta, n)
   }
 
   /** Resolves with a function that gives the permit back (idempotent, disposable). */
