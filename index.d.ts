@@ -56,8 +56,9 @@ export function waitAsync (typedArray: BigInt64Array, index: number, value: bigi
 /**
  * Sets whether the `waitAsync` waiters this thread creates from now on keep
  * the event loop alive until they settle. Returns the previous setting
- * (initially `false`). The lock, condition and semaphore below always keep it
- * alive while an async acquisition waits.
+ * (initially `false`). The primitives below (locks, condition, semaphore,
+ * barrier, wait group, events, once) always keep it alive while one of their
+ * async waits is pending, whatever this setting.
  */
 export function setKeepAlive (enabled: boolean): boolean
 
