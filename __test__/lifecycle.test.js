@@ -72,6 +72,17 @@ describe('lifecycle (child processes)', () => {
       ['forever: ok', 'worker woke 1'])
   })
 
+  for (const [name, outcome] of [
+    ['RwLock', 'ERR_LOCK_TIMEOUT'], ['Barrier', 'ERR_LOCK_TIMEOUT'], ['WaitGroup', 'false'],
+    ['ManualResetEvent', 'false'], ['AutoResetEvent', 'false'], ['Once', 'ERR_LOCK_TIMEOUT'],
+    ['Atomics.Mutex', '{"success":false}']
+  ]) {
+    test(`(d) a pending async wait of ${name} keeps the process alive until its timeout settles it`, LONG, async () => {
+      const lines = await expectExit('primitives-keepalive.js', [name], 0)
+      assert.deepStrictEqual(lines, [`settled: ${outcome}`])
+    })
+  }
+
   test('(d) setKeepAlive(false) after true returns true and restores the default', LONG, async () => {
     const lines = await expectExit('pending-promises.js', ['keepalive-off'], 0)
     assert.deepStrictEqual(lines, ['previous: false true', 'pending'])
