@@ -393,7 +393,7 @@ export class RwLock {
   readonly byteOffset: number
   /** Whether a thread holds the write lock or waits for the readers to leave with the writer's place (a snapshot). */
   readonly isWriteLocked: boolean
-  /** How many read locks are held (a snapshot). */
+  /** How many read locks live threads hold (a snapshot; a thread that ended holding one no longer counts). */
   readonly readers: number
 
   /**

@@ -41,6 +41,14 @@ describe('RwLock: owner death (child processes)', () => {
     assert.deepStrictEqual(r.cells, [0, 0, 0, 0])
   })
 
+  test('a reader dies holding a read lock, nobody queued: it no longer counts, and tryWrite takes the lock (not told)', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const r = await run('reader-dies-idle')
+    assert.strictEqual(r.before, 1)
+    assert.strictEqual(r.readers, 0)
+    assert.strictEqual(r.write, 'acquired')
+    assert.deepStrictEqual(r.cells, [0, 0, 0, 0])
+  })
+
   test('a reader past the three slots (registered in the addon) dies: forgotten, and the waiting writer gets in', { timeout: HARD_TIMEOUT + 10000 }, async () => {
     const r = await run('overflow-reader-dies')
     assert.strictEqual(r.registered, 1)

@@ -327,11 +327,17 @@ class RwLock {
   /** Whether a thread holds the write lock or has the writer's place (a snapshot). */
   get isWriteLocked () { return ownerOf(Atomics.load(this[VIEW], STATE)) !== 0 }
 
-  /** Read locks held through the slots, plus whether more are registered past them (a snapshot). */
+  /**
+   * Read locks held by live threads through the slots, plus those registered
+   * past them (a snapshot). A slot naming a thread that ended counts as empty.
+   */
   get readers () {
     const ta = this[VIEW]
     let n = 0
-    for (let i = FIRST_SLOT; i <= LAST_SLOT; i++) if (Atomics.load(ta, i) !== 0) n++
+    for (let i = FIRST_SLOT; i <= LAST_SLOT; i++) {
+      const owner = Atomics.load(ta, i) & ~MARK
+      if (owner !== 0 && binding.isThreadAlive(owner - 1)) n++
+    }
     if ((Atomics.load(ta, STATE) & OVERFLOW) !== 0) n += binding.rwOverflowReaders(ta, STATE)
     return n
   }
@@ -379,10 +385,9 @@ class RwLock {
     const ta = this[VIEW]
     const r = writeNow(ta)
     if (r === HELD) return ACQUIRED
-    if (r === PENDING) {
-      writeRelease(ta)
-      return false
-    }
+    // Readers' slots are taken: give the place back and let the addon look,
+    // which empties the slots of readers whose thread ended.
+    if (r === PENDING) writeRelease(ta)
     const c = binding.rwWriteTry(ta, STATE, ME)
     return c < STATUS.length ? STATUS[c] : false
   }
