@@ -24,8 +24,9 @@
 // allocator may keep the pages. A leak shows as growth that does not shrink
 // with a longer run; allocator noise is a few KB either way.
 //
-// V8 collects a dead SharedArrayBuffer with the young generation, and its
-// backing store does not count towards when that runs: the peak is about
+// V8 collects a dead SharedArrayBuffer with the young generation, and in
+// these runs (--trace-gc, Node 20) every collection was one started by JS
+// allocation, none by the buffers' external memory: the peak is about
 // (young generation size ÷ JS bytes allocated per job) × 1 MiB. The young
 // generation grows with what survives, so its size depends on everything the
 // process did before, loading modules included. Scenario 2 therefore runs
