@@ -45,11 +45,13 @@ async function outcome (f) {
 }
 
 const listeners = { addEventListener () {}, removeEventListener () {} }
+// A call that never settles fails its test instead of stalling the run.
+const BOUNDED = { timeout: 10000 }
 const boom = new Error('boom')
 
 describe('options: the shape of a signal is checked up front', () => {
   for (const name of Object.keys(methods)) {
-    test(`${name}: a signal without removeEventListener is a TypeError (a rejection)`, async () => {
+    test(`${name}: a signal without removeEventListener is a TypeError (a rejection)`, BOUNDED, async () => {
       const r = await outcome(() => methods[name]({ signal: { aborted: false, addEventListener () {} } }))
       assert.ok(r.rejected instanceof TypeError, `rejected with a TypeError, got ${JSON.stringify(Object.keys(r))}`)
       assert.match(r.rejected.message, /signal must be an AbortSignal/)
@@ -59,7 +61,7 @@ describe('options: the shape of a signal is checked up front', () => {
 
 describe('options: a signal whose getters throw rejects the call, never throws', () => {
   for (const name of Object.keys(methods)) {
-    test(`${name}: aborted, with a reason getter that throws: AbortError, caused by the throw`, async () => {
+    test(`${name}: aborted, with a reason getter that throws: AbortError, caused by the throw`, BOUNDED, async () => {
       const signal = Object.assign({ aborted: true, get reason () { throw boom } }, listeners)
       const r = await outcome(() => methods[name]({ signal }))
       assert.ok(r.rejected, `rejects (${r.threw ? 'threw synchronously' : 'resolved'})`)
@@ -67,7 +69,7 @@ describe('options: a signal whose getters throw rejects the call, never throws',
       assert.strictEqual(r.rejected.cause, boom)
     })
 
-    test(`${name}: an aborted getter that throws after its first read: rejects with the throw, or an AbortError caused by it`, async () => {
+    test(`${name}: an aborted getter that throws after its first read: rejects with the throw, or an AbortError caused by it`, BOUNDED, async () => {
       let reads = 0
       const signal = Object.assign({ get aborted () { if (reads++ < 1) return false; throw boom } }, listeners)
       const r = await outcome(() => methods[name]({ signal }))
@@ -148,7 +150,7 @@ describe('options: a queued call whose signal starts throwing settles and holds 
       return { x, r }
     }
 
-    test(`${name}: handed over while the aborted getter throws: AbortError, and free again`, async () => {
+    test(`${name}: handed over while the aborted getter throws: AbortError, and free again`, BOUNDED, async () => {
       const { x, r } = await handOver('aborted')
       assert.ok(r.rejected, 'rejects')
       assert.strictEqual(r.rejected.code, sf.E_ABORTED)
@@ -156,7 +158,7 @@ describe('options: a queued call whose signal starts throwing settles and holds 
       assert.ok(c.isFree(x), 'free again: what was handed over was given back')
     })
 
-    test(`${name}: handed over while removeEventListener throws: taken, and free once given back`, async () => {
+    test(`${name}: handed over while removeEventListener throws: taken, and free once given back`, BOUNDED, async () => {
       const { x, r } = await handOver('removeEventListener')
       assert.ok(!r.rejected, 'resolves')
       if (typeof r.value === 'function') r.value() // a release function
@@ -165,7 +167,7 @@ describe('options: a queued call whose signal starts throwing settles and holds 
   }
 
   for (const what of ['aborted', 'removeEventListener']) {
-    test(`ManualResetEvent: set while the signal's ${what} throws: the wait settles`, async () => {
+    test(`ManualResetEvent: set while the signal's ${what} throws: the wait settles`, BOUNDED, async () => {
       const e = new sf.ManualResetEvent()
       const signal = armedSignal(what)
       const p = e.waitAsync({ signal })
@@ -175,7 +177,7 @@ describe('options: a queued call whose signal starts throwing settles and holds 
       assert.ok(r.value === true || (r.rejected && r.rejected.code === sf.E_ABORTED), 'settled: set, or aborted')
     })
 
-    test(`Condition: notified while the signal's ${what} throws: settles holding the lock again`, async () => {
+    test(`Condition: notified while the signal's ${what} throws: settles holding the lock again`, BOUNDED, async () => {
       const lock = new sf.AsyncLock()
       const cond = new sf.Condition()
       lock.lock()
