@@ -192,3 +192,26 @@ describe('options: a queued call whose signal starts throwing settles and holds 
     })
   }
 })
+
+// Calls that have to wait, each on a fresh object nobody will satisfy.
+describe('options: a signal whose addEventListener throws rejects a call that has to wait', () => {
+  const waiting = {
+    'AsyncLock.lockAsync': (o) => { const l = new sf.AsyncLock(); l.lock(); return l.lockAsync(o) },
+    'Semaphore.acquireAsync': (o) => new sf.Semaphore(0).acquireAsync(o),
+    'RwLock.readAsync': (o) => { const l = new sf.RwLock(); l.write(); return l.readAsync(o) },
+    'Condition.waitAsync': (o) => { const l = new sf.AsyncLock(); l.lock(); return new sf.Condition().waitAsync(l, o) },
+    'Barrier.waitAsync': (o) => new sf.Barrier(2).waitAsync(o),
+    'WaitGroup.waitAsync': (o) => new sf.WaitGroup(1).waitAsync(o),
+    'ManualResetEvent.waitAsync': (o) => new sf.ManualResetEvent().waitAsync(o),
+    'AutoResetEvent.waitAsync': (o) => new sf.AutoResetEvent().waitAsync(o)
+  }
+  for (const name of Object.keys(waiting)) {
+    test(`${name}: AbortError, caused by the throw, before the timeout`, BOUNDED, async () => {
+      const signal = { aborted: false, addEventListener () { throw boom }, removeEventListener () {} }
+      const r = await outcome(() => waiting[name]({ signal, timeout: 60000 }))
+      assert.ok(r.rejected, `rejects (${r.threw ? 'threw synchronously' : 'resolved'})`)
+      assert.strictEqual(r.rejected.code, sf.E_ABORTED)
+      assert.strictEqual(r.rejected.cause, boom)
+    })
+  }
+})

@@ -60,6 +60,9 @@ function sleep (ta, seen, timeout, signal) {
   if (signal === undefined) return q.promise
   const onAbort = () => cancelAsync(ta, SEQ, q.token) // if still queued, it settles 'cancelled'
   signal.addEventListener('abort', onAbort)
+  // Aborted meanwhile, or (a guarded signal, lib/options.js) its
+  // addEventListener threw: leave the queue now.
+  if (signal.aborted) onAbort()
   return q.promise.then((r) => {
     signal.removeEventListener('abort', onAbort)
     if (!signal.aborted) return r

@@ -54,7 +54,12 @@ function runAsync (ta, gen, ctx, signal) {
     const finish = () => {
       if (signal !== undefined) signal.removeEventListener('abort', onAbort)
     }
-    if (signal !== undefined) signal.addEventListener('abort', onAbort)
+    if (signal !== undefined) {
+      signal.addEventListener('abort', onAbort)
+      // Aborted already, or (a guarded signal, lib/options.js) its
+      // addEventListener threw: the procedure leaves before it queues.
+      if (signal.aborted) ctx.cancelled = true
+    }
     advance(undefined)
 
     function advance (result) {
