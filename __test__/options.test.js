@@ -8,6 +8,7 @@ const assert = require('assert')
 const { test, describe } = require('./harness')
 const sf = require('..')
 const { internal } = require('../lib/futex')
+const { holdables, cellsOf } = require('./fixtures/holdables')
 
 // Every async method that takes `{ signal }`, on a fresh object that it
 // finds free (or set): `call(options)` returns what the method returns.
@@ -101,68 +102,54 @@ describe('options: a queued call whose signal starts throwing settles and holds 
     }
     return signal
   }
-  const queuedOn = (x) => internal.queueLength(new Int32Array(x.buffer, x.byteOffset, x.constructor.BYTES / 4), 0)
-
-  const cases = {
-    AsyncLock: {
-      make: () => new sf.AsyncLock(),
-      take: (x) => x.lock(),
-      wait: (x, o) => x.lockAsync(o),
-      give: (x) => x.unlock(),
-      isFree: (x) => x.tryLock() !== false
-    },
-    'Semaphore(1)': {
-      make: () => new sf.Semaphore(1),
-      take: (x) => x.acquire(),
-      wait: (x, o) => x.acquireAsync(o),
-      give: (x) => x.release(),
-      isFree: (x) => x.tryAcquire()
-    },
-    'RwLock write': {
-      make: () => new sf.RwLock(),
-      take: (x) => x.write(),
-      wait: (x, o) => x.writeAsync(o),
-      give: (x) => x.writeUnlock(),
-      isFree: (x) => x.tryWrite() !== false
-    },
-    'AsyncLock.runExclusive': {
-      make: () => new sf.AsyncLock(),
-      take: (x) => x.lock(),
-      wait: (x, o) => x.runExclusive(() => 'ran', o),
-      give: (x) => x.unlock(),
-      isFree: (x) => x.tryLock() !== false
-    }
+  // Waiters queued on any cell of x.
+  const queuedOn = (x) => {
+    const cells = cellsOf(x)
+    let n = 0
+    for (let i = 0; i < cells.length; i++) n += internal.queueLength(cells, i)
+    return n
   }
-  for (const name of Object.keys(cases)) {
-    const c = cases[name]
+  const isFree = (k, x) => {
+    const giveBack = k.attempt(x)
+    if (giveBack !== null) giveBack()
+    return giveBack !== null
+  }
+  // The async styles of taking a holdable (fixtures/holdables.js).
+  const styles = {
+    promise: (k, x, options) => k.promise(x, options),
+    callback: (k, x, options) => k.callback(x, () => 'ran', options)
+  }
+
+  for (const [name, styleName] of ['AsyncLock', 'Semaphore(1)', 'RwLock write'].flatMap((n) => Object.keys(styles).map((st) => [n, st]))) {
+    const k = holdables[name]
     async function handOver (what) {
-      const x = c.make()
-      c.take(x)
+      const x = k.make()
+      const giveBack = k.block(x)
       const signal = armedSignal(what)
-      const p = c.wait(x, { signal })
+      const p = styles[styleName](k, x, { signal })
       // runExclusive asks for it one microtask after the call.
       for (let i = 0; i < 100 && queuedOn(x) === 0; i++) await null
       assert.ok(queuedOn(x) > 0, 'queued')
       signal.armed = true
-      c.give(x)
+      giveBack()
       const r = await outcome(() => p)
       assert.strictEqual(queuedOn(x), 0)
       return { x, r }
     }
 
-    test(`${name}: handed over while the aborted getter throws: AbortError, and free again`, BOUNDED, async () => {
+    test(`${name}, ${styleName}: handed over while the aborted getter throws: AbortError, and free again`, BOUNDED, async () => {
       const { x, r } = await handOver('aborted')
       assert.ok(r.rejected, 'rejects')
       assert.strictEqual(r.rejected.code, sf.E_ABORTED)
       assert.strictEqual(r.rejected.cause, boom)
-      assert.ok(c.isFree(x), 'free again: what was handed over was given back')
+      assert.ok(isFree(k, x), 'free again: what was handed over was given back')
     })
 
-    test(`${name}: handed over while removeEventListener throws: taken, and free once given back`, BOUNDED, async () => {
+    test(`${name}, ${styleName}: handed over while removeEventListener throws: taken, and free once given back`, BOUNDED, async () => {
       const { x, r } = await handOver('removeEventListener')
       assert.ok(!r.rejected, 'resolves')
       if (typeof r.value === 'function') r.value() // a release function
-      assert.ok(c.isFree(x), 'free again')
+      assert.ok(isFree(k, x), 'free again')
     })
   }
 
