@@ -70,12 +70,15 @@ export interface Diagnostics {
 }
 
 /**
- * Creates this thread's resolver (its one threadsafe function) around
- * `deliver(list)`, called on this thread with each batch of outcomes,
- * `slot << 2 | outcome` each (see `resolver::outcome_code`): a number for a
- * batch of one, else a `Uint32Array`. Idempotent.
+ * Creates the resolver (one threadsafe function) of a copy of the
+ * JavaScript layer on this thread around its `deliver(list)`, called on
+ * this thread with each batch of that copy's outcomes, `slot << 2 |
+ * outcome` each (see `resolver::outcome_code`): a number for a batch of
+ * one, else a `Uint32Array`. Returns the copy's index: the copy names its
+ * waiters with slots `index · 2^22 + n`, `n < 2^22`. Each copy calls it
+ * once; a copy that is collected frees its index.
  */
-export declare function initAsync(deliver: unknown): void
+export declare function initAsync(deliver: unknown): number
 
 /**
  * False only for a thread known to have ended: one that loaded this copy

@@ -199,9 +199,9 @@ function mayHaveWaiters (info, i) {
   return Atomics.load(presence, (Math.imul(low, 0x9E3779B1) >>> PRESENCE_SHIFT) * PRESENCE_STRIDE) !== 0
 }
 
-// --- async waiters of this thread -----------------------------------------
+// --- async waiters of this copy --------------------------------------------
 
-// A queued waiter of this thread has a slot here, named by its number, which
+// A queued waiter of this copy has a slot here, named by its number, which
 // the native table knows it by. The slot holds what the waiter needs exactly
 // as long as it is pending, and nothing longer:
 //   settlers[slot]  the function that settles its promise
@@ -209,12 +209,21 @@ function mayHaveWaiters (info, i) {
 //                   address, cannot be collected and reused while it waits
 // Both are dropped when the waiter settles (delivered, cancelled). When the
 // thread ends, its heap goes with it: nothing native refers to either.
+//
+// A thread may evaluate this file more than once while the addon is loaded
+// once (Jest's registry per test file, Vitest's VM contexts, hot reloaders):
+// each copy has its own table, and its own index among the thread's copies
+// (`initAsync`), which it puts above the slot numbers it hands the addon,
+// so that its outcomes come back here and nowhere else (src/resolver.rs).
 let settlers = []
-let arrays = []
+const arrays = []
 let freeSlots = []
 let pendingCount = 0
 let keepAliveDefault = false
-let initialized = false
+// This copy's index · LOCAL_SLOTS, once initAsync gave it one.
+let copyBase = -1
+// Slots of one copy: the addon keeps the copy's index above 22 bits.
+const LOCAL_SLOTS = 0x400000
 
 // `new Promise(capture)` hands its resolve function out without a closure per call.
 let captured
@@ -256,7 +265,7 @@ function deliver (list) {
   if (pendingCount === 0 && settlers.length > 65536) {
     // Nothing pending: let go of the tables a burst of waiters grew.
     settlers = []
-    arrays = []
+    arrays.length = 0
     freeSlots = []
   }
 }
@@ -274,13 +283,15 @@ function enqueueAsync (ta, index, value, timeout, keepAlive) {
   return { token: [lastSeq, lastSlot], promise }
 }
 
-// The slot for the next waiter of this thread.
+// The slot (within this copy) for the next waiter of this copy; the addon
+// knows it as copyBase + slot.
 function claimSlot () {
-  if (!initialized) {
-    binding.initAsync(deliver)
-    initialized = true
+  if (copyBase < 0) copyBase = binding.initAsync(deliver) * LOCAL_SLOTS
+  if (freeSlots.length > 0) return freeSlots.pop()
+  if (settlers.length >= LOCAL_SLOTS) {
+    throw new RangeError(`more than ${LOCAL_SLOTS} async waiters pending on this thread`)
   }
-  return freeSlots.length > 0 ? freeSlots.pop() : settlers.length
+  return settlers.length
 }
 
 // After a native waitAsync answered `seq` for the waiter in `slot`: its
@@ -300,7 +311,7 @@ function register (ta, seq, slot) {
 
 function queue (ta, index, value, timeout, keepAlive) {
   const slot = claimSlot()
-  const seq = binding.waitAsync(ta, index, value, timeout, keepAlive, slot)
+  const seq = binding.waitAsync(ta, index, value, timeout, keepAlive, copyBase + slot)
   const promise = register(ta, seq, slot)
   if (promise !== null) {
     lastSeq = seq
@@ -317,7 +328,7 @@ function queue (ta, index, value, timeout, keepAlive) {
 // 'ok' (look again) or 'timed-out'. Keeps the event loop alive while queued.
 function parkAsync (ta, park) {
   const slot = claimSlot()
-  const seq = park(slot)
+  const seq = park(copyBase + slot)
   if (seq <= 0) {
     register(ta, 0, slot)
     return seq
@@ -349,7 +360,7 @@ function conditionAsync (ta, index, seen, timeout) {
 // Returns that 0 / -1, or { token, index: q, promise }.
 function protocolAsync (ta, call) {
   const slot = claimSlot()
-  const n = call(slot)
+  const n = call(copyBase + slot)
   if (n <= 0) {
     register(ta, 0, slot)
     return n

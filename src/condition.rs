@@ -53,7 +53,7 @@ pub fn condition_wait(env: Env, ta: Unknown, index: f64, seen: i32, timeout: f64
 /// alive while the waiter is queued.
 #[napi(js_name = "conditionWaitAsync")]
 pub fn condition_wait_async(env: Env, ta: Unknown, index: f64, seen: i32, timeout: f64, slot: u32) -> Result<f64> {
-    let owner = this_resolver()?;
+    let owner = this_resolver(slot)?;
     // SAFETY: handles of this call.
     let key = unsafe { word(&env, &ta, index)? };
     let at = deadline(timeout);

@@ -111,10 +111,12 @@ pub fn probe_alive(env: Env, probes: u32, then: Unknown) -> Result<bool> {
     Ok(alive)
 }
 
-/// This thread's resolver, which `initAsync` sets up.
-pub(crate) fn this_resolver() -> Result<Arc<resolver::Resolver>> {
-    resolver::current()
-        .ok_or_else(|| Error::new(Status::GenericFailure, "initAsync was not called on this thread".to_owned()))
+/// The resolver of the copy of the JavaScript layer on this thread that
+/// names its waiters with `slot` (set up by its `initAsync`).
+pub(crate) fn this_resolver(slot: u32) -> Result<Arc<resolver::Resolver>> {
+    resolver::of_slot(slot).ok_or_else(|| {
+        Error::new(Status::GenericFailure, "initAsync was not called by this copy on this thread".to_owned())
+    })
 }
 
 /// What follows queueing an async waiter of this thread: count it for the
@@ -135,25 +137,29 @@ pub(crate) fn queued(owner: &resolver::Resolver, ticket: Ticket, at: Option<Inst
 /// for it. False if its outcome was already decided.
 #[napi(js_name = "cancelAsync")]
 pub fn cancel_async(env: Env, ta: Unknown, index: f64, seq: f64) -> Result<bool> {
-    let Some(owner) = resolver::current() else { return Ok(false) };
     // SAFETY: handles of this call; only the address is used afterwards.
     let cell = unsafe { Cell::resolve(env.raw(), ta.raw(), index)? };
-    // (key, seq) names exactly one waiter.
+    // (key, seq) names exactly one waiter, and its token names its copy.
     match TABLE.take(cell.key(), seq as u64) {
         Some(token) => {
-            owner.cancelled(Token(token));
+            if let Some(owner) = resolver::of_slot(Token(token).slot()) {
+                owner.cancelled(Token(token));
+            }
             Ok(true)
         }
         None => Ok(false),
     }
 }
 
-/// Creates this thread's resolver (its one threadsafe function) around
-/// `deliver(list)`, called on this thread with each batch of outcomes,
-/// `slot << 2 | outcome` each (see `resolver::outcome_code`): a number for a
-/// batch of one, else a `Uint32Array`. Idempotent.
+/// Creates the resolver (one threadsafe function) of a copy of the
+/// JavaScript layer on this thread around its `deliver(list)`, called on
+/// this thread with each batch of that copy's outcomes, `slot << 2 |
+/// outcome` each (see `resolver::outcome_code`): a number for a batch of
+/// one, else a `Uint32Array`. Returns the copy's index: the copy names its
+/// waiters with slots `index · 2^22 + n`, `n < 2^22`. Each copy calls it
+/// once; a copy that is collected frees its index.
 #[napi(js_name = "initAsync")]
-pub fn init_async(env: Env, deliver: Unknown) -> Result<()> {
+pub fn init_async(env: Env, deliver: Unknown) -> Result<u32> {
     // SAFETY: handles of this call on this thread.
     unsafe { resolver::init(env.raw(), deliver.raw()) }
 }

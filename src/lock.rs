@@ -95,7 +95,7 @@ pub fn lock_wait_async(
     timeout: f64,
     slot: u32,
 ) -> Result<f64> {
-    let owner = this_resolver()?;
+    let owner = this_resolver(slot)?;
     // SAFETY: handles of this call.
     let key = unsafe { word(&env, &ta, index)? };
     let since =

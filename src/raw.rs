@@ -172,7 +172,8 @@ unsafe extern "C" fn raw_wait_async(env: sys::napi_env, info: sys::napi_callback
     // SAFETY: handles of this call; memory is only read during this call.
     unsafe {
         let [ta, index, value, timeout, keep_alive, slot] = args::<6>(env, info);
-        let owner = match this_resolver() {
+        let slot = number(env, slot) as u32;
+        let owner = match this_resolver(slot) {
             Ok(o) => o,
             Err(e) => return throw(env, e),
         };
@@ -184,7 +185,7 @@ unsafe extern "C" fn raw_wait_async(env: sys::napi_env, info: sys::napi_callback
         let mut keep = false;
         sys::napi_get_value_bool(env, keep_alive, &mut keep);
         let at = deadline(number(env, timeout));
-        let token = Token::new(number(env, slot) as u32, keep, at.is_some());
+        let token = Token::new(slot, keep, at.is_some());
         let validate = || cell.holds(expected);
         let Some(ticket) = TABLE.wait_async(cell.key(), validate, owner.clone(), token.0) else {
             return from_f64(env, 0.0);

@@ -2,8 +2,14 @@
 //!
 //! # Implementation details
 //!
-//! Each thread (N-API env) that uses `waitAsync` gets exactly one
-//! [`Resolver`]: one threadsafe function plus a batch of finished waiters.
+//! Each copy of the JavaScript layer that uses `waitAsync` gets one
+//! [`Resolver`] on its thread: one threadsafe function plus a batch of
+//! finished waiters. A thread usually has one copy; Jest's module registry
+//! per test file, Vitest's VM contexts and hot reloaders evaluate the layer
+//! again in the same thread while the addon stays loaded once, and each such
+//! copy has promises of its own, so results go to the copy that queued the
+//! waiter: the slot a copy names its waiters by carries its index in the
+//! thread's list of copies ([`COPY_SHIFT`]).
 //! [`Owner::complete`] (called by a notifier or the timer thread) appends the
 //! waiter to the batch and, only if the batch was empty, calls the threadsafe
 //! function. When the JS thread runs the call, it takes the whole batch and
@@ -45,8 +51,17 @@ pub static UNDELIVERED: AtomicUsize = AtomicUsize::new(0);
 /// Resolvers not yet dropped, over all threads (diagnostics).
 pub static RESOLVERS: AtomicUsize = AtomicUsize::new(0);
 
-/// What the table knows an async waiter by: its slot in the JS thread's
-/// table of promises (`lib/futex.js`), and three flags.
+/// Slots a copy of the JavaScript layer names its waiters by: the copy's
+/// index in its thread's list of copies above this many bits, the waiter's
+/// place in that copy's table of promises below them.
+pub const COPY_SHIFT: u32 = 22;
+/// Copies of the JavaScript layer alive at once on one thread.
+pub const MAX_COPIES: usize = 1 << (32 - COPY_SHIFT);
+const LOCAL: u32 = (1 << COPY_SHIFT) - 1;
+
+/// What the table knows an async waiter by: its slot (its copy of the JS
+/// layer and its place in that copy's table of promises, `lib/futex.js`),
+/// and three flags.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Token(pub u64);
 
@@ -62,6 +77,10 @@ impl Token {
     }
     pub fn slot(self) -> u32 {
         (self.0 >> 2) as u32
+    }
+    /// The waiter's place in its copy's table of promises.
+    pub fn local_slot(self) -> u32 {
+        self.slot() & LOCAL
     }
     /// The waiter keeps its thread's event loop alive while pending.
     pub fn keep_alive(self) -> bool {
@@ -82,8 +101,14 @@ impl Token {
 }
 
 pub struct Resolver {
-    /// Cleared by the env cleanup hook, before the thread's waiters are removed.
+    /// Cleared when the copy or its thread goes away ([`close`]), before
+    /// its waiters are removed.
     alive: AtomicBool,
+    /// Its index in the thread's list of copies.
+    copy: u32,
+    /// Its env cleanup hook is still registered (holding a strong count).
+    /// Only touched on the JS thread.
+    hooked: AtomicBool,
     /// The JS thread this resolver delivers to.
     js_thread: ThreadId,
     /// The threadsafe function; null once released or finalized. Calls hold
@@ -122,6 +147,13 @@ struct Inner {
     /// Whether the function is currently ref'd (uv handles are ref'd or not,
     /// not counted), i.e. `keep_alive > 0 || delivering` as last applied.
     refed: bool,
+    /// Waiters of this copy queued or decided but not yet delivered.
+    pending: usize,
+    /// The copy's `deliver`: a reference that is strong while `pending > 0`
+    /// (a pending waiter keeps its copy alive, as a pending timer keeps its
+    /// callback) and weak otherwise, so that a copy nobody uses any more is
+    /// collected and its resolver freed ([`copy_dropped`]). Null once deleted.
+    deliver: sys::napi_ref,
 }
 
 impl Inner {
@@ -147,7 +179,37 @@ impl Inner {
     }
 }
 
-// SAFETY: `env` is only used on the JS thread (`apply_ref`).
+impl Inner {
+    /// Counts `n` more (or, negative, fewer) pending waiters, and makes the
+    /// reference to `deliver` strong or weak to match. On the JS thread.
+    fn add_pending(&mut self, n: isize) {
+        let before = self.pending;
+        self.pending = before.saturating_add_signed(n);
+        if self.deliver.is_null() || (before == 0) == (self.pending == 0) {
+            return;
+        }
+        let mut count = 0;
+        // SAFETY: on the JS thread, with its env; the reference is live (non-null).
+        unsafe {
+            if before == 0 {
+                sys::napi_reference_ref(self.env, self.deliver, &mut count);
+            } else {
+                sys::napi_reference_unref(self.env, self.deliver, &mut count);
+            }
+        }
+    }
+
+    /// Deletes the reference to `deliver`. On the JS thread, while its env is live.
+    fn drop_deliver(&mut self) {
+        let deliver = std::mem::replace(&mut self.deliver, ptr::null_mut());
+        if !deliver.is_null() {
+            // SAFETY: a reference of this env, deleted once (nulled above).
+            unsafe { sys::napi_delete_reference(self.env, deliver) };
+        }
+    }
+}
+
+// SAFETY: `env` and `deliver` are only used on the JS thread.
 unsafe impl Send for Inner {}
 
 /// A wake-up that reached a thread which can no longer act on it goes to the
@@ -216,8 +278,9 @@ impl Resolver {
     /// A waiter of this thread was queued. Must be called on the JS thread,
     /// inside an N-API call.
     pub fn queued(&self, token: Token) {
+        let mut inner = self.inner.lock();
+        inner.add_pending(1);
         if token.keep_alive() {
-            let mut inner = self.inner.lock();
             inner.keep_alive += 1;
             inner.apply_ref(&self.tsfn);
         }
@@ -229,8 +292,9 @@ impl Resolver {
         if token.timed() {
             TIMER.forget(1);
         }
+        let mut inner = self.inner.lock();
+        inner.add_pending(-1);
         if token.keep_alive() {
-            let mut inner = self.inner.lock();
             inner.keep_alive -= 1;
             inner.apply_ref(&self.tsfn);
         }
@@ -246,28 +310,39 @@ impl Drop for Resolver {
 }
 
 thread_local! {
-    /// This thread's resolver, created by the first `waitAsync`.
-    static CURRENT: std::cell::RefCell<Option<Arc<Resolver>>> = const { std::cell::RefCell::new(None) };
+    /// The resolvers of this thread's copies of the JavaScript layer, by
+    /// index; a slot is free again once its copy is gone.
+    static COPIES: std::cell::RefCell<Vec<Option<Arc<Resolver>>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// This thread's resolver, if `init` ran on it.
-pub fn current() -> Option<Arc<Resolver>> {
-    CURRENT.with(|c| c.borrow().clone())
+/// The resolver of the copy of this thread that names its waiters with
+/// `slot` (see [`COPY_SHIFT`]), if that copy called [`init`].
+pub fn of_slot(slot: u32) -> Option<Arc<Resolver>> {
+    let copy = (slot >> COPY_SHIFT) as usize;
+    COPIES.with(|c| c.borrow().get(copy).cloned().flatten())
 }
 
-/// Creates this thread's resolver; `deliver(list)` is called on this thread
-/// with each batch of outcomes, `slot << 2 | outcome_code` each: a number
-/// for a batch of one, else a `Uint32Array`.
+/// Creates the resolver of a copy of the JavaScript layer on this thread and
+/// returns the copy's index; `deliver(list)` is called on this thread with
+/// each batch of that copy's outcomes, `slot << 2 | outcome_code` each (the
+/// slot within the copy): a number for a batch of one, else a `Uint32Array`.
 ///
 /// # Safety
 /// `env` and `deliver` must be live handles of the current N-API call on this thread.
-pub unsafe fn init(env: sys::napi_env, deliver: sys::napi_value) -> Result<()> {
-    if current().is_some() {
-        return Ok(());
-    }
-    RESOLVERS.fetch_add(1, Ordering::Relaxed);
+pub unsafe fn init(env: sys::napi_env, deliver: sys::napi_value) -> Result<u32> {
+    let Some(copy) = COPIES.with(|c| {
+        let c = c.borrow();
+        c.iter().position(Option::is_none).or_else(|| (c.len() < MAX_COPIES).then_some(c.len()))
+    }) else {
+        return Err(napi::Error::new(
+            napi::Status::GenericFailure,
+            format!("more than {MAX_COPIES} copies of shared-futex are alive on this thread"),
+        ));
+    };
     let resolver = Arc::new(Resolver {
         alive: AtomicBool::new(true),
+        copy: copy as u32,
+        hooked: AtomicBool::new(false),
         js_thread: std::thread::current().id(),
         tsfn: RwLock::new(Tsfn(ptr::null_mut())),
         inner: Mutex::new(Inner {
@@ -278,8 +353,11 @@ pub unsafe fn init(env: sys::napi_env, deliver: sys::napi_value) -> Result<()> {
             keep_alive: 0,
             delivering: false,
             refed: true,
+            pending: 0,
+            deliver: ptr::null_mut(),
         }),
     });
+    RESOLVERS.fetch_add(1, Ordering::Relaxed);
     let mut name = ptr::null_mut();
     let label = "shared-futex";
     // SAFETY: live env; `label` is valid UTF-8 of the given length.
@@ -287,15 +365,23 @@ pub unsafe fn init(env: sys::napi_env, deliver: sys::napi_value) -> Result<()> {
         unsafe { sys::napi_create_string_utf8(env, label.as_ptr().cast(), label.len() as isize, &mut name) },
         "napi_create_string_utf8",
     )?;
+    // A weak reference: nothing native keeps the copy alive while it has
+    // nothing pending (`Inner::add_pending`).
+    let mut deliver_ref = ptr::null_mut();
+    // SAFETY: live env and function handle; out-pointer is a local.
+    check(unsafe { sys::napi_create_reference(env, deliver, 0, &mut deliver_ref) }, "napi_create_reference")?;
+    resolver.inner.lock().deliver = deliver_ref;
     // The threadsafe function holds one strong count, returned in `finalize`.
+    // It holds no JavaScript function (`call_js` finds `deliver` through the
+    // reference), so that it does not keep the copy alive.
     let held = Arc::into_raw(resolver.clone()) as *mut c_void;
     let mut tsfn = ptr::null_mut();
-    // SAFETY: live env and function handle; `held` stays valid until
-    // `finalize` takes it back; `call_js` and `finalize` match N-API's types.
+    // SAFETY: live env; `held` stays valid until `finalize` takes it back;
+    // `call_js` and `finalize` match N-API's types.
     let status = unsafe {
         sys::napi_create_threadsafe_function(
             env,
-            deliver,
+            ptr::null_mut(),
             ptr::null_mut(),
             name,
             0,
@@ -308,18 +394,46 @@ pub unsafe fn init(env: sys::napi_env, deliver: sys::napi_value) -> Result<()> {
         )
     };
     if status != sys::Status::napi_ok {
+        resolver.inner.lock().drop_deliver();
         // SAFETY: creation failed, so N-API will never call `finalize` with it.
         drop(unsafe { Arc::from_raw(held as *const Resolver) });
-        return check(status, "napi_create_threadsafe_function");
+        return check(status, "napi_create_threadsafe_function").map(|_| 0);
     }
     // Pending waiters do not keep the event loop alive unless asked (`queued`).
     *resolver.tsfn.write() = Tsfn(tsfn);
     resolver.inner.lock().apply_ref(&resolver.tsfn);
+    // Both the hook and the finalizer hold a strong count; each takes its
+    // own back exactly once, and whichever runs first closes the resolver.
     let hook_arg = Arc::into_raw(resolver.clone()) as *mut c_void;
     // SAFETY: `cleanup` takes back `hook_arg`'s strong count exactly once.
-    check(unsafe { sys::napi_add_env_cleanup_hook(env, Some(cleanup), hook_arg) }, "napi_add_env_cleanup_hook")?;
-    CURRENT.with(|c| *c.borrow_mut() = Some(resolver));
-    Ok(())
+    let status = unsafe { sys::napi_add_env_cleanup_hook(env, Some(cleanup), hook_arg) };
+    if status != sys::Status::napi_ok {
+        // SAFETY: the hook was not added: its count is ours to take back.
+        drop(unsafe { Arc::from_raw(hook_arg as *const Resolver) });
+        close(&resolver);
+        return check(status, "napi_add_env_cleanup_hook").map(|_| 0);
+    }
+    resolver.hooked.store(true, Ordering::Relaxed);
+    let finalizer_arg = Arc::into_raw(resolver.clone()) as *mut c_void;
+    // SAFETY: `copy_dropped` takes back `finalizer_arg`'s strong count exactly
+    // once (N-API calls a finalizer once: when `deliver` is collected, or when
+    // the env is torn down).
+    let status = unsafe {
+        sys::napi_add_finalizer(env, deliver, finalizer_arg, Some(copy_dropped), ptr::null_mut(), ptr::null_mut())
+    };
+    if status != sys::Status::napi_ok {
+        // SAFETY: the finalizer was not added: its count is ours to take back.
+        drop(unsafe { Arc::from_raw(finalizer_arg as *const Resolver) });
+    }
+    COPIES.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() == copy {
+            c.push(Some(resolver));
+        } else {
+            c[copy] = Some(resolver);
+        }
+    });
+    Ok(copy as u32)
 }
 
 /// An outcome as `lib/futex.js` receives it: 0 'ok', 1 'timed-out', and
@@ -339,15 +453,16 @@ fn outcome_code(token: Token, outcome: AsyncOutcome) -> u32 {
 }
 
 /// Runs on the owning JS thread: hands the whole batch to `deliver`.
-unsafe extern "C" fn call_js(env: sys::napi_env, deliver: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
+unsafe extern "C" fn call_js(env: sys::napi_env, _js: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
     // A null env means Node is draining the queue of a closing function. It
     // does so *after* `finalize` released `context`: touch nothing.
-    if env.is_null() || deliver.is_null() {
+    if env.is_null() {
         return;
     }
     // SAFETY: with a live env the function is open, so `finalize` has not
     // run and `context` (its strong count of the resolver) is valid.
     let resolver = unsafe { &*(context as *const Resolver) };
+    let mut deliver = ptr::null_mut();
     let batch = {
         let mut inner = resolver.inner.lock();
         inner.scheduled = false;
@@ -355,13 +470,28 @@ unsafe extern "C" fn call_js(env: sys::napi_env, deliver: sys::napi_value, conte
         let batch = std::mem::take(&mut inner.batch);
         inner.keep_alive -= batch.iter().filter(|(_, token, _)| token.keep_alive()).count();
         inner.apply_ref(&resolver.tsfn);
+        if !batch.is_empty() && !inner.deliver.is_null() {
+            // SAFETY: a live reference of this env; out-pointer is a local.
+            // Strong while waiters are pending, so `deliver` is there.
+            unsafe { sys::napi_get_reference_value(env, inner.deliver, &mut deliver) };
+        }
+        inner.add_pending(-(batch.len() as isize));
         batch
     };
     UNDELIVERED.fetch_sub(batch.len(), Ordering::Relaxed);
     if batch.is_empty() {
         return;
     }
-    let entry = |&(_, token, outcome): &(Key, Token, AsyncOutcome)| (token.slot() << 2) | outcome_code(token, outcome);
+    if deliver.is_null() {
+        // The copy is gone (cannot happen while it has pending waiters, but
+        // a wake-up must never vanish): pass the outcomes on.
+        for &(key, _, outcome) in &batch {
+            pass_on(key, outcome);
+        }
+        return;
+    }
+    let entry =
+        |&(_, token, outcome): &(Key, Token, AsyncOutcome)| (token.local_slot() << 2) | outcome_code(token, outcome);
     // SAFETY: env is this thread's live env during the callback; `data` is
     // the array buffer's memory of `batch.len()` u32s, written before the
     // buffer is handed to JS. Handles live in the callback's scope.
@@ -416,18 +546,45 @@ unsafe extern "C" fn finalize(_env: sys::napi_env, data: *mut c_void, _hint: *mu
 unsafe extern "C" fn cleanup(arg: *mut c_void) {
     // SAFETY: `arg` is the strong count registered with the hook, taken back once here.
     let resolver = unsafe { Arc::from_raw(arg as *const Resolver) };
-    // First: notifiers stop counting this thread's waiters...
-    resolver.alive.store(false, Ordering::Release);
+    resolver.hooked.store(false, Ordering::Relaxed);
+    close(&resolver);
+}
+
+/// The copy's `deliver` was collected (nothing pending kept it), or the env
+/// is being torn down: the resolver is of no use any more.
+unsafe extern "C" fn copy_dropped(env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: `data` is the strong count registered with the finalizer, taken back once here.
+    let resolver = unsafe { Arc::from_raw(data as *const Resolver) };
+    close(&resolver);
+    if resolver.hooked.swap(false, Ordering::Relaxed) {
+        let arg = Arc::as_ptr(&resolver) as *mut c_void;
+        // SAFETY: the hook registered with `arg` has not run (`hooked`), so
+        // removing it is ours to do, and so is taking back its count.
+        unsafe {
+            sys::napi_remove_env_cleanup_hook(env, Some(cleanup), arg);
+            drop(Arc::from_raw(arg as *const Resolver));
+        }
+    }
+}
+
+/// Closes a resolver for good (idempotent): its copy or its thread is gone.
+/// On the JS thread.
+fn close(resolver: &Arc<Resolver>) {
+    // First: notifiers stop counting this copy's waiters...
+    if !resolver.alive.swap(false, Ordering::AcqRel) {
+        return;
+    }
     // ...then they leave the queues (their deadlines need not fire)...
     let owner: Arc<dyn Owner> = resolver.clone();
     let mut timed = 0;
     TABLE.remove_owner(&owner, |token| timed += usize::from(Token(token).timed()));
     TIMER.forget(timed);
-    // ...wake-ups this thread took but will never see go on to the next
+    // ...wake-ups this copy took but will never see go on to the next
     // waiter, as do later ones (from notifiers that saw it alive)...
     let batch = {
         let mut inner = resolver.inner.lock();
         inner.closed = true;
+        inner.drop_deliver();
         std::mem::take(&mut inner.batch)
     };
     UNDELIVERED.fetch_sub(batch.len(), Ordering::Relaxed);
@@ -441,5 +598,12 @@ unsafe extern "C" fn cleanup(arg: *mut c_void) {
         // this is the one release of its one thread count.
         unsafe { sys::napi_release_threadsafe_function(tsfn, sys::ThreadsafeFunctionReleaseMode::abort) };
     }
-    let _ = CURRENT.try_with(|c| c.borrow_mut().take());
+    let copy = resolver.copy as usize;
+    let _ = COPIES.try_with(|c| {
+        if let Ok(mut c) = c.try_borrow_mut() {
+            if c.get(copy).and_then(Option::as_ref).is_some_and(|r| Arc::ptr_eq(r, resolver)) {
+                c[copy] = None;
+            }
+        }
+    });
 }

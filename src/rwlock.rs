@@ -41,10 +41,15 @@ unsafe fn lock_at(env: &Env, ta: &Unknown, index: f64) -> Result<usize> {
 /// Codes of an async step: 0 acquired now, -1 acquired from a dead writer,
 /// else `seq · 2 + 1` for a waiter queued on `ta[index + 1]` (a writer that
 /// waits for the readers) and `seq · 2` for one queued on `ta[index]`.
-fn step(key: usize, r: std::result::Result<futex_core::Ticket, Acquired>, at: Option<Instant>) -> Result<f64> {
+fn step(
+    key: usize,
+    owner: &crate::resolver::Resolver,
+    r: std::result::Result<futex_core::Ticket, Acquired>,
+    at: Option<Instant>,
+) -> Result<f64> {
     match r {
         Ok(ticket) => {
-            let seq = queued(&*this_resolver()?, ticket, at);
+            let seq = queued(owner, ticket, at);
             Ok(seq * 2.0 + if ticket.key == key { 0.0 } else { 1.0 })
         }
         Err(Acquired::OwnerDied) => Ok(-1.0),
@@ -71,13 +76,14 @@ pub fn rw_read_wait(env: Env, ta: Unknown, index: f64, me: u32, timeout: f64) ->
 /// alive while it is queued.
 #[napi(js_name = "rwReadWaitAsync")]
 pub fn rw_read_wait_async(env: Env, ta: Unknown, index: f64, me: u32, timeout: f64, slot: u32) -> Result<f64> {
-    let owner = this_resolver()?;
+    let owner = this_resolver(slot)?;
     // SAFETY: handles of this call.
     let key = unsafe { lock_at(&env, &ta, index)? };
     let at = deadline(timeout);
     let token = || Token::new(slot, true, at.is_some()).0;
     // SAFETY: as above, and the JS layer keeps the words alive while queued.
-    step(key, unsafe { RWLOCK.read_async(&TABLE, key, me, owner, token) }, at)
+    let r = unsafe { RWLOCK.read_async(&TABLE, key, me, owner.clone(), token) };
+    step(key, &owner, r, at)
 }
 
 /// A read lock now: 0, 1 (after a writer died), or 2 (a live writer holds or waits).
@@ -128,13 +134,14 @@ pub fn rw_write_wait_async(
     timeout: f64,
     slot: u32,
 ) -> Result<f64> {
-    let owner = this_resolver()?;
+    let owner = this_resolver(slot)?;
     // SAFETY: handles of this call.
     let key = unsafe { lock_at(&env, &ta, index)? };
     let at = deadline(timeout);
     let token = || Token::new(slot, true, at.is_some()).0;
     // SAFETY: as in rwReadWaitAsync.
-    step(key, unsafe { RWLOCK.write_async(&TABLE, key, me, pending, owner, token) }, at)
+    let r = unsafe { RWLOCK.write_async(&TABLE, key, me, pending, owner.clone(), token) };
+    step(key, &owner, r, at)
 }
 
 /// The write lock now: 0, 1 (from a dead writer), or 2.

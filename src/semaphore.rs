@@ -55,7 +55,7 @@ pub fn semaphore_wait(env: Env, ta: Unknown, index: f64, timeout: f64) -> Result
 /// 'timed-out'. The JS layer keeps `ta` alive while the waiter is queued.
 #[napi(js_name = "semaphoreWaitAsync")]
 pub fn semaphore_wait_async(env: Env, ta: Unknown, index: f64, waited: f64, timeout: f64, slot: u32) -> Result<f64> {
-    let owner = this_resolver()?;
+    let owner = this_resolver(slot)?;
     let since =
         Instant::now().checked_sub(Duration::from_secs_f64(waited.max(0.0) / 1000.0)).unwrap_or_else(Instant::now);
     // SAFETY: handles of this call.
