@@ -1,0 +1,2 @@
+'use strict'
+require('../shared')({ test, expect }, require('../../..'))
