@@ -218,7 +218,8 @@ export class AsyncLock {
    * Blocks until the lock is acquired (workers; also Node's main thread).
    * @param timeout ms (≥ 0, default forever)
    * @returns ACQUIRED, or OWNER_DIED when the previous owner died holding it
-   * @throws {DeadlockError} this thread already holds the lock
+   * @throws {DeadlockError} this thread already holds the lock, or an async
+   *   acquisition of this thread is queued for it
    * @throws {LockTimeoutError} not acquired within `timeout`
    */
   lock (timeout?: number): LockStatus
@@ -653,7 +654,7 @@ export class Once {
    * @throws whatever `fn` throws (the Once stays not done)
    * @throws {TypeError} `fn` returned a promise (use runAsync); not done
    * @throws {DeadlockError} called from inside its own `fn`, or while this
-   *   thread's runAsync of it is running `fn`
+   *   thread's runAsync of it is running `fn` or waiting for another thread's
    * @throws {LockTimeoutError} another thread's `fn` did not finish within `timeout` ms
    */
   run (fn: (info: OnceInfo) => void, timeout?: number): boolean

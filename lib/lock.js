@@ -90,7 +90,7 @@ function lockContended (ta, timeout) {
   const r = binding.lockWait(ta, WORD, ME, timeout)
   if (r === TIMED_OUT) throw new LockTimeoutError(`AsyncLock.lock: not acquired within ${timeout} ms`)
   if (r === DEADLOCK) {
-    throw new DeadlockError('AsyncLock.lock: the lock was given to another acquisition of this thread; blocking would never end')
+    throw new DeadlockError('AsyncLock.lock: an async acquisition of this thread is queued for the lock (or was just given it); blocking would never end')
   }
   return STATUS[r]
 }

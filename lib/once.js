@@ -185,6 +185,7 @@ function runBlocking (ta, lta, fn, timeout) {
     status = acquireBlocking(lta, timeout)
   } catch (e) {
     if (e instanceof LockTimeoutError) throw new LockTimeoutError(`Once.run: another thread's fn did not finish within ${timeout} ms`)
+    if (e instanceof DeadlockError) throw new DeadlockError('Once.run: a runAsync of this thread is waiting for this Once; blocking would never end')
     throw e
   }
   if (Atomics.load(ta, STATE) === DONE) {

@@ -139,7 +139,8 @@ unsafe extern "C" fn raw_wait(env: sys::napi_env, info: sys::napi_callback_info)
                 WaitResult::Ok | WaitResult::Unparked(_) => OK,
                 WaitResult::NotEqual => NOT_EQUAL,
                 // The thread is stopping: nobody will see this result.
-                WaitResult::TimedOut | WaitResult::Interrupted => TIMED_OUT,
+                // (Deadlock is a protocol's answer; a plain wait has none.)
+                WaitResult::TimedOut | WaitResult::Interrupted | WaitResult::Deadlock => TIMED_OUT,
             },
         )
     }

@@ -81,7 +81,8 @@ pub enum Acquired {
     OwnerDied,
     /// The deadline passed; nothing is held or queued.
     TimedOut,
-    /// Held by the caller's own thread (a blocking caller would wait forever).
+    /// Held by the caller's own thread, or an async acquisition of the
+    /// caller's thread is queued for it (a blocking caller would wait forever).
     Deadlock,
     /// The caller's thread is stopping; nothing is held or queued.
     Interrupted,
@@ -234,6 +235,7 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawLock<D> {
                 WaitResult::TimedOut if sliced => {} // the safety slice ran out
                 WaitResult::TimedOut => return Acquired::TimedOut,
                 WaitResult::Interrupted => return Acquired::Interrupted,
+                WaitResult::Deadlock => return Acquired::Deadlock,
             }
         }
     }
@@ -394,6 +396,13 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> Protocol for RawLock<D> {
             }
         }
     }
+    /// A blocking `lock` by a thread whose own async acquisition is queued
+    /// on the same word: an unlock may hand the lock to that acquisition,
+    /// which cannot run (nor unlock) while its thread is blocked here.
+    fn waits_for_own(&self, me: ParkToken, queued: ParkToken) -> bool {
+        me == queued
+    }
+
     fn thread_ended(&self, key: Key, head: ParkToken, have_more: bool, ended: u32) -> Option<UnparkToken> {
         // SAFETY: the queued head pins the memory (see `Protocol`).
         let word = unsafe { word(key) };

@@ -442,6 +442,7 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
                 WaitResult::Ok => {}
                 WaitResult::TimedOut => return Acquired::TimedOut,
                 WaitResult::Interrupted => return Acquired::Interrupted,
+                WaitResult::Deadlock => return Acquired::Deadlock,
             }
         }
     }
@@ -552,6 +553,7 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
                     WaitResult::Ok => {}
                     WaitResult::TimedOut => return Acquired::TimedOut,
                     WaitResult::Interrupted => return Acquired::Interrupted,
+                    WaitResult::Deadlock => return Acquired::Deadlock,
                 }
                 continue;
             }
@@ -563,10 +565,14 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
                 WaitResult::Unparked(t) if kind(t) == TOKEN_OWNER_DIED => return Acquired::OwnerDied,
                 WaitResult::Unparked(_) => return Acquired::Acquired,
                 WaitResult::Ok => {}
-                WaitResult::TimedOut | WaitResult::Interrupted => {
+                WaitResult::TimedOut | WaitResult::Interrupted | WaitResult::Deadlock => {
                     // Give the writer's place up as an unlock would.
                     self.hand_on(table, key, &w, me, false, None, false);
-                    return if r == WaitResult::TimedOut { Acquired::TimedOut } else { Acquired::Interrupted };
+                    return match r {
+                        WaitResult::TimedOut => Acquired::TimedOut,
+                        WaitResult::Deadlock => Acquired::Deadlock,
+                        _ => Acquired::Interrupted,
+                    };
                 }
             }
         }

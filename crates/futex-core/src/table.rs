@@ -100,6 +100,20 @@ pub trait Protocol: Sync {
         let _ = (key, head, have_more, ended);
         None
     }
+
+    /// Under `key`'s bucket lock, before a *blocking* waiter with park token
+    /// `me` is validated: whether it would wait for ever because of the
+    /// queued *async* waiter of this protocol with park token `queued`. An
+    /// async waiter of the blocking caller's own thread is such a waiter for
+    /// an acquisition: what the queue hands it first (a lock, permits) can
+    /// only be used once that thread runs JavaScript again, which its
+    /// blocking call prevents. True makes the park return
+    /// [`WaitResult::Deadlock`] without queueing. Only waiters of the same
+    /// protocol are asked about.
+    fn waits_for_own(&self, me: ParkToken, queued: ParkToken) -> bool {
+        let _ = (me, queued);
+        false
+    }
 }
 
 /// What [`WaitTable::unpark_one`]'s callback learns, under the bucket lock
@@ -140,6 +154,9 @@ pub enum WaitResult {
     /// The `interrupted` probe reported that the waiting thread must stop; the
     /// waiter left the queue without consuming a wake-up.
     Interrupted,
+    /// The protocol's [`Protocol::waits_for_own`] found an async waiter of
+    /// the caller's own that it would wait for ever for; nothing was queued.
+    Deadlock,
 }
 
 /// The outcome delivered to an async waiter's [`Owner`].
@@ -415,12 +432,18 @@ impl WaitTable {
     /// bucket lock (`None`: nothing is queued). `make` learns whether other
     /// waiters are queued on `key`.
     fn enqueue_with(&self, key: Key, make: impl FnOnce(bool) -> Option<Waiter>) -> Option<u64> {
+        self.enqueue_seeing(key, |queue| make(queue.is_some()))
+    }
+
+    /// [`enqueue_with`](Self::enqueue_with) where `make` sees the queue of
+    /// `key` itself (`None`: nobody waits on it).
+    fn enqueue_seeing(&self, key: Key, make: impl FnOnce(Option<&SeqQueue<Waiter>>) -> Option<Waiter>) -> Option<u64> {
         // Present before the value is compared (see the module docs).
         let presence = &self.presence[presence_slot(key)].0;
         presence.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         let mut queues = self.bucket(key).queues.lock();
-        let Some(waiter) = make(position(&queues, key).is_some()) else {
+        let Some(waiter) = make(position(&queues, key).map(|i| &queues[i].waiters)) else {
             presence.fetch_sub(1, Ordering::SeqCst);
             return None;
         };
@@ -556,8 +579,22 @@ impl WaitTable {
     ) -> WaitResult {
         let me = Arc::new(SyncWaiter { notified: AtomicU64::new(0), thread: current(), park: park.take() });
         let mut waiter = Some(Waiter::Sync(me.clone()));
-        let Some(seq) = self.enqueue_with(key, |queued| if validate(queued) { waiter.take() } else { None }) else {
-            return WaitResult::NotEqual;
+        let mut deadlock = false;
+        let enqueued = self.enqueue_seeing(key, |queue| {
+            if let (Some(park), Some(queue)) = (&me.park, queue) {
+                deadlock = Self::waits_for_own(park, queue);
+                if deadlock {
+                    return None;
+                }
+            }
+            if validate(queue.is_some()) {
+                waiter.take()
+            } else {
+                None
+            }
+        });
+        let Some(seq) = enqueued else {
+            return if deadlock { WaitResult::Deadlock } else { WaitResult::NotEqual };
         };
         let deadline = deadline();
         // Acquire pairs with the Release store in `wake`: whatever the
@@ -596,6 +633,20 @@ impl WaitTable {
                 };
             }
         }
+    }
+
+    /// Under the bucket lock: whether the blocking waiter that carries
+    /// `park` would wait for ever for one of the async waiters in `queue`
+    /// (see [`Protocol::waits_for_own`]).
+    fn waits_for_own(park: &Park, queue: &SeqQueue<Waiter>) -> bool {
+        let protocol = park.protocol as *const dyn Protocol;
+        queue.iter().any(|(_, w)| match w {
+            Waiter::Async(_, _, Some(theirs)) if w.is_live() => {
+                std::ptr::addr_eq(theirs.protocol as *const dyn Protocol, protocol)
+                    && park.protocol.waits_for_own(park.token, theirs.token)
+            }
+            _ => false,
+        })
     }
 
     /// What a woken blocking waiter returns.

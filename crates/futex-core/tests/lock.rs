@@ -119,3 +119,40 @@ fn an_unlock_by_a_non_holder_changes_nothing() {
     assert!(!unsafe { LOCK.unlock(&table, key(w), B) });
     assert_eq!(w.load(SeqCst), (A << 1) | C);
 }
+
+/// An owner of async waiters that records nothing and never dies.
+struct Quiet;
+
+impl futex_core::Owner for Quiet {
+    fn is_alive(&self) -> bool {
+        true
+    }
+    fn complete(&self, _key: Key, _token: u64, _outcome: futex_core::AsyncOutcome) {}
+}
+
+#[test]
+fn a_blocking_lock_behind_its_own_threads_async_acquisition_is_a_deadlock() {
+    let table = WaitTable::new(1);
+    let w = word(B << 1);
+    let owner: Arc<dyn futex_core::Owner> = Arc::new(Quiet);
+    // SAFETY: as above.
+    // Waiting for a second already: the unlock hands it the lock.
+    let since = Instant::now() - Duration::from_secs(1);
+    let queued = unsafe { LOCK.lock_async(&table, key(w), A, since, owner.clone(), |_| 1) };
+    assert!(queued.is_ok(), "B holds the lock: A's async acquisition queues");
+    // A's blocking lock would be queued behind A's own async waiter, which B's
+    // unlock hands the lock to: it never returns. It is refused, queueing nothing.
+    assert_eq!(lock(&table, w, A, Some(Instant::now() + HANG)), Acquired::Deadlock);
+    assert_eq!(table.len(key(w)), 1);
+    // Another thread's blocking lock queues behind it as usual.
+    let (b, tb) = (w, &table);
+    thread::scope(|s| {
+        let waiter = s.spawn(move || lock(tb, b, 3, Some(Instant::now() + HANG)));
+        wait_until("the other thread is queued", || tb.len(key(b)) == 2);
+        unlock(tb, b, B);
+        // The async waiter (A) is first: it is handed the lock; 3 waits for A.
+        assert_eq!(w.load(SeqCst) >> 1, A);
+        unlock(tb, b, A);
+        assert_eq!(waiter.join().unwrap(), Acquired::Acquired);
+    });
+}
