@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use futex_core::lock::{Acquired, OwnerState};
 use futex_core::rwlock::{drain_key, DIED, DRAINING, MARK, OVERFLOW, OWNER_SHIFT, PARKED};
-use futex_core::{Key, RawRwLock, WaitTable};
+use futex_core::{AsyncOutcome, Key, Owner, RawRwLock, WaitTable};
 
 const HANG: Duration = Duration::from_secs(20);
 const SLICE: Duration = Duration::from_secs(1);
@@ -239,6 +239,40 @@ fn a_dead_writer_is_reported_once() {
     assert_eq!(results, [Acquired::OwnerDied, Acquired::Acquired, Acquired::Acquired]);
     write_unlock(&table, w, 72);
     assert!(w.iter().all(|s| s.load(SeqCst) == 0));
+}
+
+/// An async waiter's owner that ignores its outcome.
+struct Quiet;
+
+impl Owner for Quiet {
+    fn is_alive(&self) -> bool {
+        true
+    }
+    fn complete(&self, _key: Key, _token: u64, _outcome: AsyncOutcome) {}
+}
+
+/// A writer's thread ends while a reader is queued behind it, so the lock
+/// is listed for recovery; before the recovery runs, that reader leaves and
+/// the lock's memory is freed (its last holder let it go). The recovery
+/// must not touch that memory, nor make a reference to it, which is
+/// undefined behaviour even if nothing is read: a normal run cannot see
+/// that, Miri does (`cargo +nightly miri test -p futex-core --test rwlock
+/// recover_`).
+#[test]
+fn recover_touches_no_lock_that_nobody_pins() {
+    let table = WaitTable::new(64);
+    let ended = 140;
+    let words =
+        Box::new([AtomicU32::new(ended << OWNER_SHIFT), AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)]);
+    let key = words.as_ptr() as Key;
+    // SAFETY: `words` lives until it is dropped below, after the waiter left.
+    let ticket = unsafe { RW.read_async(&table, key, 141, Arc::new(Quiet), || 1) }.expect("the reader queues");
+    table.thread_ended(ended);
+    assert!(table.cancel(ticket), "the reader was still queued");
+    assert_eq!(words[0].load(SeqCst), ended << OWNER_SHIFT, "nobody queued: the lock keeps naming the writer");
+    drop(words);
+    RW.recover(&table, ended);
+    assert_eq!(table.len(key), 0);
 }
 
 #[test]
