@@ -49,8 +49,9 @@
 //            lock and wakes every waiter to compete ('ok')
 //   drain    a writer with the writer's place sleeps on SLOT 1's address
 //            until the last reader leaves and hands it the write lock
-//   death    a writer that ends holding the lock is released as its unlock
-//            would, the next owner told OWNER_DIED once; a reader that ends
+//   death    a writer that ends holding the lock (or the writer's place,
+//            waiting for the readers: blocking or async) is released as its
+//            unlock would, the next owner told OWNER_DIED once; a reader that ends
 //            holding a read lock is forgotten (its slot counts as empty)
 const binding = require('./native')
 const held = require('./held')

@@ -92,7 +92,14 @@
 //!   unlock would and the death is reported once (`TOKEN_OWNER_DIED`) to the
 //!   oldest recipient (the first reader of the group handed the read lock,
 //!   or the writer); without waiters, the next locker takes it over and is
-//!   told. With nobody to tell yet, `DIED` keeps the news.
+//!   told. With nobody to tell yet, `DIED` keeps the news. A writer that has
+//!   the writer's place counts as holding the lock, also while it waits for
+//!   the readers: a blocking writer whose thread stops there
+//!   ([`RawRwLock::write`] interrupted, or handed the write lock as it
+//!   stops) gives the place up with the news, as the recovery does for an
+//!   async one. A writer handed the place while it was still queued behind
+//!   another, as its thread stops, never had it: that handoff is passed on
+//!   without news, as [`crate::lock`]'s is.
 //! * **reader death**: a slot that names a dead thread counts as empty (a
 //!   writer clears it); registered readers of a thread that ended are
 //!   forgotten ([`RawRwLock::forget_readers`]); a writer parked until the
@@ -569,9 +576,13 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
                 WaitResult::Unparked(_) => return Acquired::Acquired,
                 WaitResult::Ok => {}
                 WaitResult::TimedOut | WaitResult::Interrupted | WaitResult::Deadlock => {
-                    // Give the writer's place up as an unlock would.
+                    // Give the writer's place up as an unlock would. A thread
+                    // that stops while it has the place is a writer's death,
+                    // reported as one: as when it ends with an async wait
+                    // for the readers, whose place its recovery gives up.
+                    let died = r == WaitResult::Interrupted;
                     // SAFETY: the caller's duty: the words are live during this call.
-                    unsafe { self.hand_on(table, key, me, false, None, false) };
+                    unsafe { self.hand_on(table, key, me, died, None, false) };
                     return match r {
                         WaitResult::TimedOut => Acquired::TimedOut,
                         WaitResult::Deadlock => Acquired::Deadlock,
@@ -906,7 +917,11 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> Protocol for RawRwLock<D> {
             }
         } else {
             // The writer's place (or the write lock): hand it on as the
-            // writer's unlock would, with the news if it carried some.
+            // writer's unlock would, with the news if it carried some, or if
+            // the writer already had the place and waited for the readers
+            // (`U_DRAIN`): its thread stopped holding the place, a writer's
+            // death (see `write`).
+            let died = died || token & U_DRAIN != 0;
             // SAFETY: the waiter that lost the token pins the memory (see `Protocol`).
             unsafe { self.hand_on(table, main, id, died, None, false) };
         }
