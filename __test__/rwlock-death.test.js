@@ -11,8 +11,8 @@ const { runChild } = require('./util')
 const HARD_TIMEOUT = 20000
 const FIXTURE = path.join(__dirname, 'fixtures', 'rwlock-death.js')
 
-async function run (name) {
-  const r = await runChild([FIXTURE, name], { timeoutMs: HARD_TIMEOUT })
+async function run (name, form) {
+  const r = await runChild([FIXTURE, name].concat(form === undefined ? [] : [form]), { timeoutMs: HARD_TIMEOUT })
   const shown = `\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`
   assert.ok(!r.timedOut, `hung: killed after ${HARD_TIMEOUT} ms${shown}`)
   assert.strictEqual(r.code, 0, shown)
@@ -34,6 +34,24 @@ describe('RwLock: owner death (child processes)', () => {
     assert.deepStrictEqual([r.first, r.second, r.write], ['owner-died', 'acquired', 'acquired'])
     assert.deepStrictEqual(r.cells, [0, 0, 0, 0])
   })
+
+  // A writer that has the writer's place and waits for the readers to leave
+  // is reported when its thread ends, in both forms: it had the place, and
+  // the lock cannot tell that it never wrote.
+  for (const form of ['blocking', 'async']) {
+    const call = form === 'blocking' ? 'write()' : 'writeAsync()'
+    test(`a writer terminated while it waits for the readers in ${call}, a reader queued behind it: that reader gets in and is told, once`, { timeout: HARD_TIMEOUT + 10000 }, async () => {
+      const r = await run('draining-writer-dies-queued', form)
+      assert.deepStrictEqual([r.told, r.next], ['owner-died', 'acquired'])
+      assert.deepStrictEqual(r.cells, [0, 0, 0, 0])
+    })
+
+    test(`a writer terminated while it waits for the readers in ${call}, nobody queued: the next locker is told, once`, { timeout: HARD_TIMEOUT + 10000 }, async () => {
+      const r = await run('draining-writer-dies-idle', form)
+      assert.deepStrictEqual([r.first, r.second], ['owner-died', 'acquired'])
+      assert.deepStrictEqual(r.cells, [0, 0, 0, 0])
+    })
+  }
 
   test('a reader dies holding a read lock in a slot: the writer waiting for the readers gets in (not told: a reader changed nothing)', { timeout: HARD_TIMEOUT + 10000 }, async () => {
     const r = await run('reader-dies')

@@ -30,6 +30,11 @@ const { ACQUIRED, OWNER_DIED, LockTimeoutError, abortError } = require('./errors
 // handed over while the abort was under way is given back (p.release), except
 // a dead owner's lock taken over: that is always reported (the caller holds
 // the lock and is told, once).
+//
+// A step that throws rejects with what it threw, and leaves nothing queued
+// or held: a native step throws before it queues, and a give-back that
+// throws found nothing of ours to give (this thread's own unlock() released
+// what was handed to us: ownership is per thread).
 function acquire (p, ta, opts, what) {
   const signal = opts.signal
   if (signal !== undefined && signal.aborted) return Promise.reject(abortError(signal))
@@ -51,6 +56,14 @@ function acquire (p, ta, opts, what) {
       finish(reject, abortError(signal))
     }
     const step = (outcome) => {
+      try {
+        advance(outcome)
+      } catch (e) {
+        queued = null
+        finish(reject, e)
+      }
+    }
+    const advance = (outcome) => {
       queued = null
       if (outcome === 'handoff') return got(ACQUIRED)
       if (outcome === 'owner-died') return got(OWNER_DIED)

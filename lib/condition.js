@@ -126,14 +126,25 @@ class Condition {
     } catch (e) {
       return Promise.reject(e)
     }
-    return sleep(ta, seen, opts.timeout, signal).then((r) =>
-      acquireAsync(lta, FOREVER, 'Condition.waitAsync').then((status) => {
-        // A dead owner's lock taken over is reported here, once, even if the
-        // signal fired: the caller holds the lock and must repair the data.
-        if (status === OWNER_DIED) return OWNER_DIED
-        if (r === 'aborted') throw abortError(signal)
-        return r
-      }))
+    // A sleep that throws (a native call failing) is relocked too, then
+    // rejects with what it threw.
+    let slept
+    try {
+      slept = sleep(ta, seen, opts.timeout, signal)
+    } catch (e) {
+      slept = Promise.reject(e)
+    }
+    const relock = (then) => acquireAsync(lta, FOREVER, 'Condition.waitAsync').then((status) => {
+      // A dead owner's lock taken over is reported here, once, even if the
+      // signal fired or the sleep failed: the caller holds the lock and must
+      // repair the data.
+      if (status === OWNER_DIED) return OWNER_DIED
+      return then()
+    })
+    return slept.then((r) => relock(() => {
+      if (r === 'aborted') throw abortError(signal)
+      return r
+    }), (e) => relock(() => { throw e }))
   }
 
   /** Wakes one waiter; returns how many woke (0 or 1). */

@@ -23,6 +23,13 @@
 // it consumed a wake-up meant for someone, and must pass it on (or use it and
 // then release what it got). The driver keeps serving the procedure's waits
 // after cancellation, so a procedure can finish a handoff it cannot refuse.
+//
+// A wait that cannot be queued (the native call throws) is treated as an
+// abort: nothing was queued, the procedure gets 'cancelled' with
+// `ctx.cancelled` set and leaves as an aborted one does (giving back an
+// arrival or a registration it made), and the promise rejects with what the
+// call threw. A second failure ends the procedure where it is (its `finally`
+// blocks run). A procedure that throws rejects the promise with that.
 const futex = require('./futex')
 
 const { wait } = futex
@@ -60,6 +67,7 @@ function runAsync (ta, gen, ctx, signal) {
       // addEventListener threw: the procedure leaves before it queues.
       if (signal.aborted) ctx.cancelled = true
     }
+    let failure = null // { error } once a wait could not be queued
     advance(undefined)
 
     function advance (result) {
@@ -68,7 +76,19 @@ function runAsync (ta, gen, ctx, signal) {
         step = gen.next(result)
         while (!step.done) {
           const w = step.value
-          const q = enqueueAsync(ta, w.index, w.value, w.timeout, true)
+          let q
+          try {
+            q = enqueueAsync(ta, w.index, w.value, w.timeout, true)
+          } catch (e) {
+            if (failure !== null) {
+              gen.return(undefined)
+              break
+            }
+            failure = { error: e }
+            ctx.cancelled = true
+            step = gen.next('cancelled')
+            continue
+          }
           if (q === 'not-equal') {
             step = gen.next('not-equal')
             continue
@@ -86,11 +106,12 @@ function runAsync (ta, gen, ctx, signal) {
         }
       } catch (e) {
         finish()
-        reject(e)
+        reject(failure !== null ? failure.error : e)
         return
       }
       finish()
-      resolve(step.value)
+      if (failure !== null) reject(failure.error)
+      else resolve(step.value)
     }
   })
 }

@@ -49,8 +49,9 @@
 //            lock and wakes every waiter to compete ('ok')
 //   drain    a writer with the writer's place sleeps on SLOT 1's address
 //            until the last reader leaves and hands it the write lock
-//   death    a writer that ends holding the lock is released as its unlock
-//            would, the next owner told OWNER_DIED once; a reader that ends
+//   death    a writer that ends holding the lock (or the writer's place,
+//            waiting for the readers: blocking or async) is released as its
+//            unlock would, the next owner told OWNER_DIED once; a reader that ends
 //            holding a read lock is forgotten (its slot counts as empty)
 const binding = require('./native')
 const held = require('./held')
@@ -198,7 +199,10 @@ function waited (r, what, timeout) {
 // outcome is 'owner-died' (held), 'handoff' (held; for a writer queued on
 // STATE: the writer's place, step again to wait for the readers), 'ok' (the
 // lock was released: step again), 'timed-out' or 'cancelled'. A death taken
-// over is always reported, even past an abort.
+// over is always reported, even past an abort. A step that throws (a native
+// step, or a give-back that finds nothing to give because this thread's own
+// unlock released it: ownership is per thread) rejects with what it threw;
+// the writer's place, if the step had it, is given back.
 function acquireAsync (ta, opts, write, pending, what) {
   const signal = opts.signal
   const timeout = opts.timeout
@@ -215,12 +219,27 @@ function acquireAsync (ta, opts, write, pending, what) {
       settle(value)
     }
     const got = (status) => {
+      pending = false // held now: what release gives back
       if (status === OWNER_DIED || !aborted()) return finish(resolve, status)
       release(ta) // handed to us while we were being aborted: pass it on
       finish(reject, abortError(signal))
     }
     let where = 0 // the queue of our last waiter: 0 STATE, 1 the writer's wait for the readers
     const step = (outcome) => {
+      try {
+        advance(outcome)
+      } catch (e) {
+        queued = null
+        if (pending) {
+          // The step threw holding the writer's place: give it up. (If that
+          // throws too, the place is not ours any more.)
+          pending = false
+          try { writeRelease(ta) } catch {}
+        }
+        finish(reject, e)
+      }
+    }
+    const advance = (outcome) => {
       queued = null
       if (outcome === 'owner-died') return got(OWNER_DIED)
       if (outcome === 'handoff') {
@@ -229,7 +248,10 @@ function acquireAsync (ta, opts, write, pending, what) {
       }
       const remaining = start + timeout - now()
       if (outcome === 'cancelled' || outcome === 'timed-out' || remaining <= 0 || aborted()) {
-        if (pending) writeRelease(ta) // give the writer's place up
+        if (pending) {
+          pending = false
+          writeRelease(ta) // give the writer's place up
+        }
         return finish(reject, aborted() ? abortError(signal) : new LockTimeoutError(`${what}: not acquired within ${timeout} ms`))
       }
       const q = protocolAsync(ta, write

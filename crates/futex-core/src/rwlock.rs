@@ -92,7 +92,14 @@
 //!   unlock would and the death is reported once (`TOKEN_OWNER_DIED`) to the
 //!   oldest recipient (the first reader of the group handed the read lock,
 //!   or the writer); without waiters, the next locker takes it over and is
-//!   told. With nobody to tell yet, `DIED` keeps the news.
+//!   told. With nobody to tell yet, `DIED` keeps the news. A writer that has
+//!   the writer's place counts as holding the lock, also while it waits for
+//!   the readers: a blocking writer whose thread stops there
+//!   ([`RawRwLock::write`] interrupted, or handed the write lock as it
+//!   stops) gives the place up with the news, as the recovery does for an
+//!   async one. A writer handed the place while it was still queued behind
+//!   another, as its thread stops, never had it: that handoff is passed on
+//!   without news, as [`crate::lock`]'s is.
 //! * **reader death**: a slot that names a dead thread counts as empty (a
 //!   writer clears it); registered readers of a thread that ended are
 //!   forgotten ([`RawRwLock::forget_readers`]); a writer parked until the
@@ -429,7 +436,8 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
                 WaitResult::NotEqual => match step {
                     ReadStep::Done(r) => return r,
                     ReadStep::Recover(dead) => {
-                        self.hand_on(table, key, &w, dead, true, None, false);
+                        // SAFETY: the caller's duty: the words are live during this call.
+                        unsafe { self.hand_on(table, key, dead, true, None, false) };
                     }
                     ReadStep::WakeDrain => self.wake_drain(table, key, &w),
                     ReadStep::Park => unreachable!("a park that queued"),
@@ -478,7 +486,8 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
             match step {
                 ReadStep::Done(r) => return Err(r),
                 ReadStep::Recover(dead) => {
-                    self.hand_on(table, key, &w, dead, true, None, false);
+                    // SAFETY: the caller's duty: the words are live during this call.
+                    unsafe { self.hand_on(table, key, dead, true, None, false) };
                 }
                 ReadStep::WakeDrain => self.wake_drain(table, key, &w),
                 ReadStep::Park => unreachable!("a park that queued"),
@@ -504,7 +513,8 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
                 ReadStep::Done(r) => return Some(r),
                 ReadStep::Park => return None,
                 ReadStep::Recover(dead) => {
-                    self.hand_on(table, key, &w, dead, true, None, false);
+                    // SAFETY: the caller's duty: the words are live during this call.
+                    unsafe { self.hand_on(table, key, dead, true, None, false) };
                 }
                 ReadStep::WakeDrain => self.wake_drain(table, key, &w),
             }
@@ -566,8 +576,13 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
                 WaitResult::Unparked(_) => return Acquired::Acquired,
                 WaitResult::Ok => {}
                 WaitResult::TimedOut | WaitResult::Interrupted | WaitResult::Deadlock => {
-                    // Give the writer's place up as an unlock would.
-                    self.hand_on(table, key, &w, me, false, None, false);
+                    // Give the writer's place up as an unlock would. A thread
+                    // that stops while it has the place is a writer's death,
+                    // reported as one: as when it ends with an async wait
+                    // for the readers, whose place its recovery gives up.
+                    let died = r == WaitResult::Interrupted;
+                    // SAFETY: the caller's duty: the words are live during this call.
+                    unsafe { self.hand_on(table, key, me, died, None, false) };
                     return match r {
                         WaitResult::TimedOut => Acquired::TimedOut,
                         WaitResult::Deadlock => Acquired::Deadlock,
@@ -642,7 +657,8 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
         }
         fence(SeqCst);
         if self.has_readers(key, &w) {
-            self.hand_on(table, key, &w, me, false, None, false);
+            // SAFETY: the caller's duty: the words are live during this call.
+            unsafe { self.hand_on(table, key, me, false, None, false) };
             return None;
         }
         Some(Self::take_report(&w))
@@ -692,9 +708,8 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
     /// # Safety
     /// As [`read`](Self::read).
     pub unsafe fn write_unlock(&self, table: &WaitTable, key: Key, me: u32) -> bool {
-        // SAFETY: the caller's duty.
-        let w = unsafe { words(key) };
-        self.hand_on(table, key, &w, me, false, None, false)
+        // SAFETY: the caller's duty: the words are live during this call.
+        unsafe { self.hand_on(table, key, me, false, None, false) }
     }
 
     /// Write lock → read lock, atomically: `me` takes a read lock before it
@@ -709,7 +724,8 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
         if w.state.load(SeqCst) & DRAINING != 0 {
             return false;
         }
-        self.hand_on(table, key, &w, me, false, Some(me), false)
+        // SAFETY: the caller's duty: the words are live during this call.
+        unsafe { self.hand_on(table, key, me, false, Some(me), false) }
     }
 
     /// Releases the writer's place held by `from` (an unlock, a writer that
@@ -718,13 +734,16 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
     /// gets the writer's place (the write lock itself if no reader is
     /// inside). `read_for`: a downgrade's own read lock, taken first.
     /// `pinned_only`: the caller does not pin the words, so they are touched
-    /// only if someone is queued. False if `from` does not have the place.
-    #[allow(clippy::too_many_arguments)]
-    fn hand_on(
+    /// (and referred to) only while a waiter queued on the key pins them.
+    /// False if `from` does not have the place.
+    ///
+    /// # Safety
+    /// Unless `pinned_only`, `key` is the address of four live, 4-aligned
+    /// words during the call.
+    unsafe fn hand_on(
         &self,
         table: &WaitTable,
         key: Key,
-        w: &Words,
         from: u32,
         died: bool,
         read_for: Option<u32>,
@@ -753,6 +772,10 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
             if pinned_only && chosen.is_empty() {
                 return None;
             }
+            // SAFETY: the caller pins the words, or (`pinned_only`) the live
+            // waiters just chosen do: they are still queued, under the bucket
+            // lock held here (see `Protocol`).
+            let w = &unsafe { words(key) };
             let s = w.state.load(SeqCst);
             if owner_of(s) != from {
                 return None;
@@ -829,6 +852,14 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
     /// After [`WaitTable::thread_ended`]`(ended)`: releases every lock the
     /// thread `ended` held the writer's place of and that had waiters, with
     /// the news of its death.
+    ///
+    /// Nothing pins a listed lock's memory here: the waiters seen by
+    /// `thread_ended` may have left since, and the thread that ended may
+    /// have been the last to keep the buffer, so the memory may be gone.
+    /// The words are touched, and referred to, only under the key's bucket
+    /// lock, and only while a live waiter queued there pins them
+    /// (`pinned_only`). A lock whose waiters all left keeps naming the dead
+    /// writer, and the next locker takes it over and is told.
     pub fn recover(&self, table: &WaitTable, ended: u32) {
         let keys: Vec<Key> = {
             let mut list = self.ended.lock();
@@ -837,10 +868,8 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawRwLock<D> {
             mine
         };
         for key in keys {
-            // SAFETY: touched only under the bucket lock while someone is
-            // queued (`pinned_only`), and a queued waiter pins the words.
-            let w = unsafe { words(key) };
-            self.hand_on(table, key, &w, ended, true, None, true);
+            // SAFETY: `pinned_only`: touched only while a queued waiter pins them.
+            unsafe { self.hand_on(table, key, ended, true, None, true) };
         }
     }
 
@@ -888,8 +917,13 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> Protocol for RawRwLock<D> {
             }
         } else {
             // The writer's place (or the write lock): hand it on as the
-            // writer's unlock would, with the news if it carried some.
-            self.hand_on(table, main, &w, id, died, None, false);
+            // writer's unlock would, with the news if it carried some, or if
+            // the writer already had the place and waited for the readers
+            // (`U_DRAIN`): its thread stopped holding the place, a writer's
+            // death (see `write`).
+            let died = died || token & U_DRAIN != 0;
+            // SAFETY: the waiter that lost the token pins the memory (see `Protocol`).
+            unsafe { self.hand_on(table, main, id, died, None, false) };
         }
     }
 

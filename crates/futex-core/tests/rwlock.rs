@@ -3,14 +3,14 @@
 //! on the table's queues and the words, never on sleeps.
 #![cfg(not(loom))]
 
-use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use futex_core::lock::{Acquired, OwnerState};
 use futex_core::rwlock::{drain_key, DIED, DRAINING, MARK, OVERFLOW, OWNER_SHIFT, PARKED};
-use futex_core::{Key, RawRwLock, WaitTable};
+use futex_core::{AsyncOutcome, Key, Owner, RawRwLock, WaitTable};
 
 const HANG: Duration = Duration::from_secs(20);
 const SLICE: Duration = Duration::from_secs(1);
@@ -239,6 +239,117 @@ fn a_dead_writer_is_reported_once() {
     assert_eq!(results, [Acquired::OwnerDied, Acquired::Acquired, Acquired::Acquired]);
     write_unlock(&table, w, 72);
     assert!(w.iter().all(|s| s.load(SeqCst) == 0));
+}
+
+/// A blocking writer that has the writer's place and waits for the readers,
+/// in a thread that is asked to stop (`stop`), with `slice` between looks.
+fn draining_writer(
+    table: &Arc<WaitTable>,
+    w: &'static [AtomicU32; 4],
+    me: u32,
+    slice: Duration,
+    stop: &Arc<AtomicBool>,
+) -> thread::JoinHandle<Acquired> {
+    let (table, stop) = (table.clone(), stop.clone());
+    let pending = w[0].compare_exchange(0, me << OWNER_SHIFT, SeqCst, SeqCst).is_ok();
+    assert!(pending, "the writer takes the place with a reader inside");
+    let h = {
+        let table = table.clone();
+        // SAFETY: as above.
+        thread::spawn(move || unsafe { RW.write(&table, key(w), me, true, None, slice, || stop.load(SeqCst)) })
+    };
+    wait_until("the writer waits for the readers", || table.len(drain_key(key(w))) == 1);
+    h
+}
+
+#[test]
+fn a_writer_stopped_while_it_waits_for_the_readers_is_reported() {
+    // As when a thread ends with an async wait for the readers: it had the
+    // writer's place, so the next acquisition is told, once.
+    let table = Arc::new(WaitTable::new(64));
+    let w = lock_words();
+    assert_eq!(read(&table, w, 120), Acquired::Acquired);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = draining_writer(&table, w, 121, Duration::from_millis(5), &stop);
+    stop.store(true, SeqCst);
+    assert_eq!(writer.join().unwrap(), Acquired::Interrupted);
+    assert_eq!(w[0].load(SeqCst) >> OWNER_SHIFT, 0, "the place was given up");
+    read_unlock(&table, w, 120);
+    assert_eq!(read(&table, w, 122), Acquired::OwnerDied);
+    assert_eq!(read(&table, w, 123), Acquired::Acquired);
+    read_unlock(&table, w, 122);
+    read_unlock(&table, w, 123);
+    assert!(w.iter().all(|s| s.load(SeqCst) == 0), "words left {:?}", w);
+
+    // With a reader queued behind it: that reader is let in, and told.
+    let w = lock_words();
+    assert_eq!(read(&table, w, 124), Acquired::Acquired);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = draining_writer(&table, w, 125, Duration::from_millis(5), &stop);
+    let queued = {
+        let table = table.clone();
+        thread::spawn(move || read(&table, w, 126))
+    };
+    wait_until("a reader queues behind the writer", || table.len(key(w)) == 1);
+    stop.store(true, SeqCst);
+    assert_eq!(writer.join().unwrap(), Acquired::Interrupted);
+    assert_eq!(queued.join().unwrap(), Acquired::OwnerDied);
+    read_unlock(&table, w, 124);
+    read_unlock(&table, w, 126);
+    assert!(w.iter().all(|s| s.load(SeqCst) == 0), "words left {:?}", w);
+}
+
+#[test]
+fn a_writer_that_stops_as_the_last_reader_leaves_is_reported() {
+    // The last reader's unlock hands the write lock to a writer whose thread
+    // is stopping (`Protocol::lost`): it had the writer's place, so the
+    // write lock goes on with the news.
+    let table = Arc::new(WaitTable::new(64));
+    let w = lock_words();
+    assert_eq!(read(&table, w, 130), Acquired::Acquired);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = draining_writer(&table, w, 131, HANG, &stop);
+    stop.store(true, SeqCst);
+    read_unlock(&table, w, 130);
+    assert_eq!(writer.join().unwrap(), Acquired::Interrupted);
+    assert_eq!(w[0].load(SeqCst) >> OWNER_SHIFT, 0, "the write lock was handed on");
+    assert_eq!(read(&table, w, 132), Acquired::OwnerDied);
+    read_unlock(&table, w, 132);
+    assert!(w.iter().all(|s| s.load(SeqCst) == 0), "words left {:?}", w);
+}
+
+/// An async waiter's owner that ignores its outcome.
+struct Quiet;
+
+impl Owner for Quiet {
+    fn is_alive(&self) -> bool {
+        true
+    }
+    fn complete(&self, _key: Key, _token: u64, _outcome: AsyncOutcome) {}
+}
+
+/// A writer's thread ends while a reader is queued behind it, so the lock
+/// is listed for recovery; before the recovery runs, that reader leaves and
+/// the lock's memory is freed (its last holder let it go). The recovery
+/// must not touch that memory, nor make a reference to it, which is
+/// undefined behaviour even if nothing is read: a normal run cannot see
+/// that, Miri does (`cargo +nightly miri test -p futex-core --test rwlock
+/// recover_`).
+#[test]
+fn recover_touches_no_lock_that_nobody_pins() {
+    let table = WaitTable::new(64);
+    let ended = 140;
+    let words =
+        Box::new([AtomicU32::new(ended << OWNER_SHIFT), AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)]);
+    let key = words.as_ptr() as Key;
+    // SAFETY: `words` lives until it is dropped below, after the waiter left.
+    let ticket = unsafe { RW.read_async(&table, key, 141, Arc::new(Quiet), || 1) }.expect("the reader queues");
+    table.thread_ended(ended);
+    assert!(table.cancel(ticket), "the reader was still queued");
+    assert_eq!(words[0].load(SeqCst), ended << OWNER_SHIFT, "nobody queued: the lock keeps naming the writer");
+    drop(words);
+    RW.recover(&table, ended);
+    assert_eq!(table.len(key), 0);
 }
 
 #[test]
