@@ -109,6 +109,9 @@ pub struct Resolver {
     /// Its env cleanup hook is still registered (holding a strong count).
     /// Only touched on the JS thread.
     hooked: AtomicBool,
+    /// Waiters of this copy woken by another thread whose completion has not
+    /// returned yet (`Owner::deciding`): [`close`] waits for them.
+    in_flight: AtomicUsize,
     /// The JS thread this resolver delivers to.
     js_thread: ThreadId,
     /// The threadsafe function; null once released or finalized. Calls hold
@@ -230,6 +233,14 @@ impl Owner for Resolver {
         self.alive.load(Ordering::Acquire)
     }
 
+    fn deciding(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn decided(&self) {
+        self.in_flight.fetch_sub(1, Ordering::Release);
+    }
+
     fn complete(&self, key: Key, token: u64, outcome: AsyncOutcome) {
         let token = Token(token);
         if outcome != AsyncOutcome::TimedOut && token.timed() {
@@ -343,6 +354,7 @@ pub unsafe fn init(env: sys::napi_env, deliver: sys::napi_value) -> Result<u32> 
         alive: AtomicBool::new(true),
         copy: copy as u32,
         hooked: AtomicBool::new(false),
+        in_flight: AtomicUsize::new(0),
         js_thread: std::thread::current().id(),
         tsfn: RwLock::new(Tsfn(ptr::null_mut())),
         inner: Mutex::new(Inner {
@@ -579,6 +591,14 @@ fn close(resolver: &Arc<Resolver>) {
     let mut timed = 0;
     TABLE.remove_owner(&owner, |token| timed += usize::from(Token(token).timed()));
     TIMER.forget(timed);
+    // ...outcomes other threads decided before that (under bucket locks that
+    // `remove_owner` took since) finish their completion while this thread's
+    // memory is still there: one that finds the resolver closed passes its
+    // wake-up on through the protocol, which may touch the word it was
+    // queued on, and that word may live in a buffer only this thread keeps...
+    while resolver.in_flight.load(Ordering::Acquire) != 0 {
+        std::thread::yield_now();
+    }
     // ...wake-ups this copy took but will never see go on to the next
     // waiter, as do later ones (from notifiers that saw it alive)...
     let batch = {

@@ -209,6 +209,18 @@ pub trait Owner: Send + Sync {
     /// still wakes someone; one that cannot deliver an
     /// [`AsyncOutcome::Unparked`] passes it on with [`Protocol::lost`].
     fn complete(&self, key: Key, token: u64, outcome: AsyncOutcome);
+
+    /// Under the bucket lock: one of this owner's waiters was just woken,
+    /// and its [`complete`](Self::complete) follows once the lock is
+    /// released, then [`decided`](Self::decided). An owner whose teardown
+    /// frees the memory its waiters wait on counts these, and waits for
+    /// them to finish after it has removed its waiters: a completion that
+    /// finds the owner gone passes the wake-up on
+    /// ([`Protocol::lost`]), which may touch the word at the key.
+    fn deciding(&self) {}
+
+    /// The completion announced by [`deciding`](Self::deciding) returned.
+    fn decided(&self) {}
 }
 
 /// Identifies a queued async waiter, for [`WaitTable::timeout`] and
@@ -267,7 +279,10 @@ impl Woken {
     fn deliver(self, key: Key) {
         match self {
             Woken::Sync(w) => w.thread.unpark(),
-            Woken::Async(owner, token, outcome) => owner.complete(key, token, outcome),
+            Woken::Async(owner, token, outcome) => {
+                owner.complete(key, token, outcome);
+                owner.decided();
+            }
         }
     }
 }
@@ -287,6 +302,7 @@ fn wake(waiter: Waiter, token: UnparkToken) -> Woken {
                 Some(park) => AsyncOutcome::Unparked(token, park.protocol),
                 None => AsyncOutcome::Ok,
             };
+            owner.deciding();
             Woken::Async(owner, t, outcome)
         }
     }
