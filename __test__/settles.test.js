@@ -208,3 +208,27 @@ describe('a native step that throws settles the acquisition, with nothing held o
     assert.strictEqual(barrier.isBroken, true, 'its generation is broken, as by an aborted party')
   })
 })
+
+describe('a native call that throws while queueing frees the slot it was given', () => {
+  test('no slot of the thread\'s table of waiters is lost', BOUNDED, async () => {
+    const ta = new Int32Array(new SharedArrayBuffer(8))
+    // One waiter settled: its slot is free for the next one.
+    const first = sf.waitAsync(ta, 0, 0)
+    sf.notify(ta, 0)
+    await first.value
+    const before = internal.pendingAsync().slots
+    const original = binding.waitAsync
+    binding.waitAsync = () => { throw boom }
+    try {
+      for (let i = 0; i < 3; i++) assert.throws(() => sf.waitAsync(ta, 0, 0), (e) => e === boom)
+    } finally {
+      binding.waitAsync = original
+    }
+    // The freed slot is used again: two waiters need one new slot, not two.
+    const a = sf.waitAsync(ta, 0, 0)
+    const b = sf.waitAsync(ta, 0, 0)
+    assert.strictEqual(internal.pendingAsync().slots, before + 1)
+    sf.notify(ta, 0)
+    assert.deepStrictEqual([await a.value, await b.value], ['ok', 'ok'])
+  })
+})

@@ -294,6 +294,13 @@ function claimSlot () {
   return settlers.length
 }
 
+// A native call that was to queue a waiter in `slot` threw: nothing was
+// queued, and the slot is free again.
+function unclaim (slot, error) {
+  if (slot < settlers.length) freeSlots.push(slot)
+  return error
+}
+
 // After a native waitAsync answered `seq` for the waiter in `slot`: its
 // promise, or null for 'not-equal' (seq 0; the slot is free again).
 function register (ta, seq, slot) {
@@ -311,7 +318,12 @@ function register (ta, seq, slot) {
 
 function queue (ta, index, value, timeout, keepAlive) {
   const slot = claimSlot()
-  const seq = binding.waitAsync(ta, index, value, timeout, keepAlive, copyBase + slot)
+  let seq
+  try {
+    seq = binding.waitAsync(ta, index, value, timeout, keepAlive, copyBase + slot)
+  } catch (e) {
+    throw unclaim(slot, e)
+  }
   const promise = register(ta, seq, slot)
   if (promise !== null) {
     lastSeq = seq
@@ -328,7 +340,12 @@ function queue (ta, index, value, timeout, keepAlive) {
 // 'ok' (look again) or 'timed-out'. Keeps the event loop alive while queued.
 function parkAsync (ta, park) {
   const slot = claimSlot()
-  const seq = park(copyBase + slot)
+  let seq
+  try {
+    seq = park(copyBase + slot)
+  } catch (e) {
+    throw unclaim(slot, e)
+  }
   if (seq <= 0) {
     register(ta, 0, slot)
     return seq
@@ -360,7 +377,12 @@ function conditionAsync (ta, index, seen, timeout) {
 // Returns that 0 / -1, or { token, index: q, promise }.
 function protocolAsync (ta, call) {
   const slot = claimSlot()
-  const n = call(copyBase + slot)
+  let n
+  try {
+    n = call(copyBase + slot)
+  } catch (e) {
+    throw unclaim(slot, e)
+  }
   if (n <= 0) {
     register(ta, 0, slot)
     return n
