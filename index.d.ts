@@ -400,7 +400,8 @@ export class RwLock {
   /**
    * Blocks until a read lock is held.
    * @returns ACQUIRED, or OWNER_DIED when a writer died holding the lock before
-   * @throws {DeadlockError} this thread holds the write lock
+   * @throws {DeadlockError} this thread holds the write lock, or has its own
+   *   readAsync / writeAsync of this lock queued
    * @throws {LockTimeoutError} not acquired within `timeout` ms
    */
   read (timeout?: number): LockStatus
@@ -415,7 +416,8 @@ export class RwLock {
   /**
    * Blocks until the write lock is held.
    * @returns ACQUIRED, or OWNER_DIED when the previous writer died holding it
-   * @throws {DeadlockError} this thread holds the write lock, or a read lock
+   * @throws {DeadlockError} this thread holds the write lock or a read lock,
+   *   or has its own readAsync / writeAsync of this lock queued
    * @throws {LockTimeoutError} not acquired within `timeout` ms
    */
   write (timeout?: number): LockStatus

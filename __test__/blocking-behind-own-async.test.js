@@ -18,6 +18,9 @@ const CASES = [
   ['lock', 'AsyncLock.lock() with a lockAsync() queued', 'acquired'],
   ['lock-timeout', 'AsyncLock.lock(60000) with a lockAsync({ timeout }) queued', 'acquired'],
   ['once', 'Once.run() with a runAsync() waiting for another thread\'s fn', 'false'],
+  ['rwlock-write', 'RwLock.write() with a writeAsync() queued', 'acquired'],
+  ['rwlock-read-behind-write', 'RwLock.read() with a writeAsync() queued', 'acquired'],
+  ['rwlock-write-behind-read', 'RwLock.write() with a readAsync() queued', 'acquired'],
   ['mutex', 'Atomics.Mutex shape: Mutex.lock(m, fn) with a Mutex.lockAsync queued', 'true ran']
 ]
 

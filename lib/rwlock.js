@@ -188,7 +188,7 @@ function writeRelease (ta) {
 
 function waited (r, what, timeout) {
   if (r === TIMED_OUT) throw new LockTimeoutError(`${what}: not acquired within ${timeout} ms`)
-  if (r === DEADLOCK) throw new DeadlockError(`${what}: this thread holds the write lock; blocking would never end`)
+  if (r === DEADLOCK) throw new DeadlockError(`${what}: this thread holds the write lock, or has an async acquisition of this lock queued; blocking would never end`)
   return STATUS[r]
 }
 

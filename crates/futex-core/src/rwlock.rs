@@ -927,6 +927,16 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> Protocol for RawRwLock<D> {
         }
     }
 
+    /// A blocking `read` or `write` by a thread whose own async acquisition
+    /// is queued on the same lock: what the queue grants that acquisition
+    /// first (a read lock it holds, the writer's place) is only used and
+    /// given back once the thread runs JavaScript again, and the blocking
+    /// caller waits behind it (a writer for the readers to drain, a reader
+    /// behind a writer that waits for them).
+    fn waits_for_own(&self, me: ParkToken, queued: ParkToken) -> bool {
+        me >> 2 == queued >> 2
+    }
+
     fn thread_ended(&self, key: Key, head: ParkToken, _have_more: bool, ended: u32) -> Option<UnparkToken> {
         if head & P_DRAIN != 0 {
             // A writer waits for the readers; the ended thread may have been
