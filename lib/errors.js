@@ -9,6 +9,10 @@
 //   DeadlockError       ERR_LOCK_DEADLOCK    a blocking lock() by a thread that already holds the lock
 //   BarrierBrokenError  ERR_BARRIER_BROKEN   a Barrier's generation was broken (a party timed out or aborted, or reset())
 //   NegativeCounterError ERR_NEGATIVE_COUNTER a WaitGroup.add / done that would take the counter below zero
+//   ChannelClosedError  ERR_CHANNEL_CLOSED   a send on a closed Channel, or a receive on a closed and drained one
+//   ChannelTimeoutError ERR_CHANNEL_TIMEOUT  a Channel send / receive whose timeout passed first
+//   SyncCallTimeoutError ERR_SYNC_CALL_TIMEOUT a synchronous call (createSyncFn) whose timeout passed first
+//   SyncWorkerError     ERR_SYNC_WORKER      the worker behind a synchronous call failed to start, threw, or ended
 //
 // AbortError has the name and code of Node's own AbortError, so code that
 // checks `err.name === 'AbortError'` treats it like any aborted Node API.
@@ -19,6 +23,10 @@ const E_NOT_OWNER = 'ERR_LOCK_NOT_OWNER'
 const E_DEADLOCK = 'ERR_LOCK_DEADLOCK'
 const E_BARRIER_BROKEN = 'ERR_BARRIER_BROKEN'
 const E_NEGATIVE_COUNTER = 'ERR_NEGATIVE_COUNTER'
+const E_CHANNEL_CLOSED = 'ERR_CHANNEL_CLOSED'
+const E_CHANNEL_TIMEOUT = 'ERR_CHANNEL_TIMEOUT'
+const E_SYNC_CALL_TIMEOUT = 'ERR_SYNC_CALL_TIMEOUT'
+const E_SYNC_WORKER = 'ERR_SYNC_WORKER'
 
 // Acquisition outcomes. OWNER_DIED means: acquired, but the previous owner's
 // thread ended while holding the lock (POSIX robust mutexes' EOWNERDEAD), so
@@ -48,6 +56,10 @@ const LockOwnershipError = define('LockOwnershipError', E_NOT_OWNER, 'The lock i
 const DeadlockError = define('DeadlockError', E_DEADLOCK, 'This thread already holds the lock')
 const BarrierBrokenError = define('BarrierBrokenError', E_BARRIER_BROKEN, 'The barrier is broken: a party timed out or aborted, or it was reset')
 const NegativeCounterError = define('NegativeCounterError', E_NEGATIVE_COUNTER, 'The counter would go below zero')
+const ChannelClosedError = define('ChannelClosedError', E_CHANNEL_CLOSED, 'The channel is closed')
+const ChannelTimeoutError = define('ChannelTimeoutError', E_CHANNEL_TIMEOUT, 'The timeout passed first')
+const SyncCallTimeoutError = define('SyncCallTimeoutError', E_SYNC_CALL_TIMEOUT, 'The synchronous call did not return within its timeout')
+const SyncWorkerError = define('SyncWorkerError', E_SYNC_WORKER, 'The worker behind the synchronous call is gone')
 
 function abortError (signal) {
   return new AbortError(undefined, { cause: signal.reason })
@@ -60,6 +72,10 @@ module.exports = {
   DeadlockError,
   BarrierBrokenError,
   NegativeCounterError,
+  ChannelClosedError,
+  ChannelTimeoutError,
+  SyncCallTimeoutError,
+  SyncWorkerError,
   abortError,
   E_TIMEOUT,
   E_ABORTED,
@@ -67,6 +83,10 @@ module.exports = {
   E_DEADLOCK,
   E_BARRIER_BROKEN,
   E_NEGATIVE_COUNTER,
+  E_CHANNEL_CLOSED,
+  E_CHANNEL_TIMEOUT,
+  E_SYNC_CALL_TIMEOUT,
+  E_SYNC_WORKER,
   ACQUIRED,
   OWNER_DIED
 }

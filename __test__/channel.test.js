@@ -1,0 +1,355 @@
+'use strict'
+// Channel (lib/channel.js): framing and codecs, wrap-around at every offset,
+// bad input, exactly-once delivery under contention across workers and the
+// main thread, close, timeouts and aborts. Thread death is in
+// channel-death.test.js (child processes).
+const assert = require('assert')
+const path = require('path')
+const { Worker } = require('worker_threads')
+const { test, describe } = require('./harness')
+const { until, inbox } = require('./util')
+const { Channel, ChannelClosedError, ChannelTimeoutError, AbortError } = require('..')
+const { internal } = require('../lib/channel')
+const { internal: futex } = require('../lib/futex')
+const { makeMessage, check } = require('./fixtures/channel-util')
+
+const WORKER = path.join(__dirname, 'fixtures', 'channel-worker.js')
+
+function startWorker (data) {
+  const worker = new Worker(WORKER, { workerData: data })
+  return { worker, box: inbox(worker, `the ${data.role} worker`) }
+}
+
+// How many threads sleep on the channel's NOT_EMPTY / NOT_FULL condition.
+const sleepers = (ch, at) => futex.queueLength(new Int32Array(ch.handle.buffer, 0, 16), at / 4)
+
+const bytesOf = (n, seed) => Uint8Array.from({ length: n }, (_, i) => (i * 31 + seed) & 255)
+
+describe('Channel: messages and codecs', () => {
+  test('v8 (the default) carries what v8.serialize does, in order', () => {
+    const ch = new Channel({ bytes: 1024 })
+    const values = [1, 'two', { three: [3n, new Map([[1, 2]])] }, undefined, null, new Uint8Array([4]), new Date(5)]
+    for (const v of values) ch.send(v)
+    for (const v of values) assert.deepStrictEqual(ch.recv(), v)
+    assert.strictEqual(ch.tryRecv(), Channel.EMPTY)
+    assert.strictEqual(ch.codec, 'v8')
+  })
+
+  test('bytes: any ArrayBufferView, copied; received as a fresh Uint8Array', () => {
+    const ch = new Channel({ bytes: 256, codec: 'bytes' })
+    const src = new Uint8Array([1, 2, 3, 4, 5, 6, 7, 8])
+    ch.send(new DataView(src.buffer, 2, 3))
+    ch.send(new Uint16Array([0x0102]))
+    ch.send(src.subarray(0, 0))
+    src[2] = 99 // the channel holds a copy
+    assert.deepStrictEqual(ch.recv(), new Uint8Array([3, 4, 5]))
+    assert.deepStrictEqual(ch.recv(), new Uint8Array(new Uint16Array([0x0102]).buffer))
+    const empty = ch.recv()
+    assert.ok(empty instanceof Uint8Array && empty.length === 0)
+  })
+
+  test('string: UTF-8, any code points, empty strings', () => {
+    const ch = new Channel({ bytes: 256, codec: 'string' })
+    const values = ['', 'a', 'héllo wörld', '日本語', '😀 ok', '\u0000']
+    for (const v of values) ch.send(v)
+    for (const v of values) assert.strictEqual(ch.recv(), v)
+  })
+
+  test('a handle opens the same channel (also for its codec and capacity)', () => {
+    const a = new Channel({ bytes: 100, codec: 'string' })
+    const b = new Channel(a.handle)
+    assert.strictEqual(b.codec, 'string')
+    assert.strictEqual(b.capacity, 100)
+    a.send('x')
+    assert.strictEqual(b.recv(), 'x')
+    b.close()
+    assert.strictEqual(a.closed, true)
+  })
+
+  test('wrap-around: every message length at every ring offset, every codec', () => {
+    // 'bytes' and 'string': the indices are moved by empty messages (4-byte
+    // frames) through every offset of a 64-byte ring.
+    const cap = 64
+    for (let offset = 0; offset < cap; offset += 4) {
+      for (let n = 0; n <= cap - 4; n++) {
+        const bytes = new Channel({ bytes: cap, codec: 'bytes' })
+        const strings = new Channel({ bytes: cap, codec: 'string' })
+        for (let k = 0; k < offset; k += 4) {
+          bytes.send(new Uint8Array(0))
+          bytes.recv()
+          strings.send('')
+          strings.recv()
+        }
+        const b = bytesOf(n, offset)
+        bytes.send(b)
+        assert.deepStrictEqual(bytes.recv(), b, `bytes, offset ${offset}, length ${n}`)
+        // n UTF-8 bytes, two-byte characters across the end of the ring.
+        const str = 'a'.repeat(n & 1) + 'é'.repeat(n >> 1)
+        strings.send(str)
+        assert.strictEqual(strings.recv(), str, `string, offset ${offset}, length ${n}`)
+        assert.strictEqual(strings.tryRecv(), Channel.EMPTY)
+      }
+    }
+    // 'v8': v8.serialize(undefined) takes 3 bytes, an 8-byte frame; in a
+    // 68-byte ring, k of them move the indices to 8k mod 68, every offset.
+    const ring = 68
+    for (let k = 0; k < ring / 4; k++) {
+      for (let n = 0; n <= ring - 4 - 8; n++) {
+        const ch = new Channel({ bytes: ring })
+        for (let i = 0; i < k; i++) {
+          ch.send(undefined)
+          ch.recv()
+        }
+        const v = { s: 'é'.repeat(n >> 1) + 'a'.repeat(n & 1) }
+        ch.send(v)
+        assert.deepStrictEqual(ch.recv(), v, `v8, offset ${(8 * k) % ring}, string of ${n} bytes`)
+      }
+    }
+  })
+
+  test('a message as large as the ring fits; one byte more is a RangeError, nothing sent', () => {
+    const ch = new Channel({ bytes: 64, codec: 'bytes' })
+    ch.send(bytesOf(60, 1))
+    assert.deepStrictEqual(ch.recv(), bytesOf(60, 1))
+    assert.throws(() => ch.send(new Uint8Array(61)), (e) => e instanceof RangeError && /61 bytes/.test(e.message))
+    assert.throws(() => ch.trySend(new Uint8Array(61)), RangeError)
+    assert.strictEqual(ch.tryRecv(), Channel.EMPTY)
+    return assert.rejects(ch.sendAsync(new Uint8Array(61)), RangeError)
+  })
+})
+
+describe('Channel: bad input', () => {
+  test('options and handles', () => {
+    assert.throws(() => new Channel(5), TypeError)
+    assert.throws(() => new Channel(null), TypeError)
+    assert.throws(() => new Channel({ bytes: '64' }), TypeError)
+    assert.throws(() => new Channel({ bytes: 4 }), RangeError)
+    assert.throws(() => new Channel({ bytes: 2 ** 31 }), RangeError)
+    assert.throws(() => new Channel({ bytes: 64.5 }), RangeError)
+    assert.throws(() => new Channel({ codec: 'json' }), (e) => e instanceof TypeError && /codec/.test(e.message))
+    assert.throws(() => new Channel({ buffer: new ArrayBuffer(128) }), TypeError)
+    assert.throws(() => new Channel({ buffer: new SharedArrayBuffer(128) }), (e) => e instanceof TypeError && /not a Channel/.test(e.message))
+    assert.throws(() => new Channel({ buffer: new SharedArrayBuffer(8) }), TypeError)
+    const ch = new Channel({ bytes: 64 })
+    assert.throws(() => new Channel({ buffer: ch.handle.buffer.slice(0, 100) }), TypeError)
+  })
+
+  test('values of the wrong kind for the codec, and options', async () => {
+    const bytes = new Channel({ codec: 'bytes' })
+    const strings = new Channel({ codec: 'string' })
+    const v8 = new Channel()
+    assert.throws(() => bytes.send('text'), TypeError)
+    assert.throws(() => bytes.send([1, 2]), TypeError)
+    assert.throws(() => bytes.send(new ArrayBuffer(2)), TypeError)
+    assert.throws(() => strings.send(5), TypeError)
+    assert.throws(() => v8.send(() => {}), /could not be cloned/)
+    assert.throws(() => v8.send(1, 5), TypeError)
+    assert.throws(() => v8.send(1, { timeout: -1 }), RangeError)
+    assert.throws(() => v8.recv({ timeout: 'x' }), TypeError)
+    await assert.rejects(v8.recvAsync({ signal: {} }), TypeError)
+    await assert.rejects(strings.sendAsync(5), TypeError)
+    // Nothing was sent by any of these.
+    for (const c of [bytes, strings, v8]) assert.strictEqual(c.tryRecv(), Channel.EMPTY)
+  })
+})
+
+describe('Channel: exactly once under contention', () => {
+  test('4 producers × 4 consumers (workers blocking and async, the main thread async): every message once, in order per producer, intact', { timeout: 60000 }, async () => {
+    const max = 700
+    const count = 1500
+    const ch = new Channel({ bytes: 4096, codec: 'bytes' })
+    const producers = [
+      startWorker({ role: 'produce', handle: ch.handle, p: 1, count, max, mode: 'blocking' }),
+      startWorker({ role: 'produce', handle: ch.handle, p: 2, count, max, mode: 'async' }),
+      startWorker({ role: 'produce', handle: ch.handle, p: 3, count, max, mode: 'blocking' })
+    ]
+    const consumers = [
+      startWorker({ role: 'consume', handle: ch.handle, max, mode: 'blocking' }),
+      startWorker({ role: 'consume', handle: ch.handle, max, mode: 'async' }),
+      startWorker({ role: 'consume', handle: ch.handle, max, mode: 'blocking' })
+    ]
+    // The main thread: producer 0 (async) and consumer (two async loops).
+    const mainPairs = []
+    const last = new Map()
+    const consumeLoop = async () => {
+      for await (const m of ch) {
+        const { p, seq } = check(m, max)
+        if (last.has(p) && last.get(p) >= seq) throw new Error(`main: producer ${p}: ${seq} after ${last.get(p)}`)
+        last.set(p, seq)
+        mainPairs.push(p, seq)
+      }
+    }
+    const loops = [consumeLoop(), consumeLoop()]
+    for (let seq = 0; seq < count; seq++) await ch.sendAsync(makeMessage(0, seq, max))
+    for (const { box } of producers) assert.strictEqual((await box.next('done', 50000)).sent, count)
+    ch.close()
+    await Promise.all(loops)
+    const all = [mainPairs]
+    for (const { box } of consumers) all.push((await box.next('result', 50000)).pairs)
+    const seen = new Map()
+    for (const pairs of all) {
+      for (let i = 0; i < pairs.length; i += 2) {
+        const key = pairs[i] * count + pairs[i + 1]
+        assert.ok(!seen.has(key), `message ${pairs[i]}/${pairs[i + 1]} delivered twice`)
+        seen.set(key, true)
+      }
+    }
+    assert.strictEqual(seen.size, 4 * count)
+    // Every consumer took part (the ring is small, the load even enough).
+    assert.ok(all.every((pairs) => pairs.length > 0), all.map((p) => p.length / 2).join(' '))
+  })
+})
+
+describe('Channel: close', () => {
+  test('close() wakes every blocked receiver and sender, in workers and on the main thread, at once', { timeout: 20000 }, async () => {
+    internal.setRecheck(Infinity) // only a notify can wake the main thread's waiter
+    try {
+      const rx = new Channel({ bytes: 64 })
+      const tx = new Channel({ bytes: 16, codec: 'bytes' })
+      tx.send(new Uint8Array(12)) // full
+      const workers = [
+        startWorker({ role: 'once', op: 'recv', handle: rx.handle, recheck: Infinity }),
+        startWorker({ role: 'once', op: 'recv', handle: rx.handle, recheck: Infinity }),
+        startWorker({ role: 'once', op: 'send', value: new Uint8Array(4), handle: tx.handle, recheck: Infinity })
+      ]
+      const mainRecv = assert.rejects(rx.recvAsync(), ChannelClosedError)
+      const mainSend = assert.rejects(tx.sendAsync(new Uint8Array(4)), (e) => e instanceof ChannelClosedError && e.code === 'ERR_CHANNEL_CLOSED')
+      await until(() => sleepers(rx, internal.NOT_EMPTY_AT) === 3 && sleepers(tx, internal.NOT_FULL_AT) === 2, 'every waiter asleep')
+      rx.close()
+      tx.close()
+      for (const { box } of workers) {
+        const o = await box.next('outcome', 10000)
+        assert.strictEqual(o.error && o.error.code, 'ERR_CHANNEL_CLOSED', JSON.stringify(o))
+      }
+      await mainRecv
+      await mainSend
+    } finally {
+      internal.setRecheck(250)
+    }
+  })
+
+  test('after close: sends fail, receivers drain what is left, then see the end', async () => {
+    const ch = new Channel({ bytes: 256 })
+    ch.send(1)
+    ch.send(2)
+    ch.send(3)
+    ch.close()
+    ch.close() // idempotent
+    assert.throws(() => ch.send(4), ChannelClosedError)
+    assert.throws(() => ch.trySend(4), ChannelClosedError)
+    await assert.rejects(ch.sendAsync(4), ChannelClosedError)
+    assert.strictEqual(ch.recv(), 1)
+    assert.strictEqual(await ch.recvAsync(), 2)
+    assert.deepStrictEqual([...ch], [3])
+    assert.throws(() => ch.recv(), ChannelClosedError)
+    assert.throws(() => ch.tryRecv(), ChannelClosedError)
+    await assert.rejects(ch.recvAsync(), ChannelClosedError)
+  })
+
+  test('close racing with senders: every send that returned is received, every other one threw ChannelClosedError', { timeout: 30000 }, async () => {
+    for (let round = 0; round < 5; round++) {
+      const ch = new Channel({ bytes: 2048, codec: 'bytes' })
+      const max = 200
+      const producers = [1, 2, 3].map((p) => startWorker({ role: 'produce', handle: ch.handle, p, count: Infinity, max, mode: p === 2 ? 'async' : 'blocking' }))
+      const consumer = startWorker({ role: 'consume', handle: ch.handle, max, mode: 'blocking' })
+      let got = 0
+      const mine = []
+      for await (const m of ch) {
+        const { p, seq } = check(m, max)
+        mine.push(p, seq)
+        if (++got === 50 * (round + 1)) ch.close()
+      }
+      const sent = new Map()
+      for (const { box } of producers) {
+        const done = await box.next('done', 20000)
+        sent.set(producers.indexOf(producers.find((x) => x.box === box)) + 1, done.sent)
+      }
+      const pairs = mine.concat((await consumer.box.next('result', 20000)).pairs)
+      const received = new Map()
+      for (let i = 0; i < pairs.length; i += 2) {
+        const set = received.get(pairs[i]) || new Set()
+        assert.ok(!set.has(pairs[i + 1]), 'delivered twice')
+        set.add(pairs[i + 1])
+        received.set(pairs[i], set)
+      }
+      for (const [p, n] of sent) {
+        const set = received.get(p) || new Set()
+        assert.strictEqual(set.size, n, `producer ${p}: ${n} sends returned, ${set.size} received`)
+      }
+    }
+  })
+})
+
+describe('Channel: timeouts and aborts', () => {
+  test('recv / send time out with ChannelTimeoutError; timeout 0 tries once', async () => {
+    const ch = new Channel({ bytes: 16, codec: 'bytes' })
+    assert.throws(() => ch.recv({ timeout: 0 }), (e) => e instanceof ChannelTimeoutError && e.code === 'ERR_CHANNEL_TIMEOUT')
+    assert.throws(() => ch.recv({ timeout: 5 }), ChannelTimeoutError)
+    await assert.rejects(ch.recvAsync({ timeout: 5 }), ChannelTimeoutError)
+    ch.send(new Uint8Array(12))
+    assert.strictEqual(ch.trySend(new Uint8Array(0)), false)
+    assert.throws(() => ch.send(new Uint8Array(0), { timeout: 5 }), ChannelTimeoutError)
+    await assert.rejects(ch.sendAsync(new Uint8Array(0), { timeout: 5 }), ChannelTimeoutError)
+    // None of them left anything behind.
+    assert.deepStrictEqual(ch.recv(), new Uint8Array(12))
+    assert.strictEqual(ch.tryRecv(), Channel.EMPTY)
+  })
+
+  test('an aborted recvAsync rejects with AbortError (cause: the reason) and takes nothing', async () => {
+    const ch = new Channel()
+    const ac = new AbortController()
+    const p = ch.recvAsync({ signal: ac.signal })
+    await until(() => sleepers(ch, internal.NOT_EMPTY_AT) === 1, 'the receiver asleep')
+    ac.abort('stop')
+    await assert.rejects(p, (e) => e instanceof AbortError && e.code === 'ABORT_ERR' && e.cause === 'stop')
+    await assert.rejects(ch.recvAsync({ signal: ac.signal }), AbortError)
+    ch.send('kept')
+    assert.strictEqual(ch.recv(), 'kept')
+  })
+
+  test('receivers and senders that time out or abort at random neither lose nor duplicate a message', { timeout: 30000 }, async () => {
+    const n = 3000
+    const ch = new Channel({ bytes: 64 })
+    // The main thread: a sender that retries every send that timed out or
+    // was aborted, and receivers that do the same, racing with a worker
+    // consumer using short timeouts.
+    const received = []
+    let sent = 0
+    const sender = (async () => {
+      for (let i = 0; i < n; i++) {
+        for (;;) {
+          const ac = new AbortController()
+          const r = Math.random()
+          if (r < 0.2) setImmediate(() => ac.abort())
+          try {
+            await ch.sendAsync(i, { timeout: r < 0.5 ? Math.random() * 2 : undefined, signal: ac.signal })
+            sent++
+            break
+          } catch (e) {
+            if (!(e instanceof ChannelTimeoutError) && !(e instanceof AbortError)) throw e
+          }
+        }
+      }
+    })()
+    const receiver = async () => {
+      for (;;) {
+        const ac = new AbortController()
+        const r = Math.random()
+        if (r < 0.2) setImmediate(() => ac.abort())
+        try {
+          received.push(await ch.recvAsync({ timeout: r < 0.5 ? Math.random() * 2 : undefined, signal: ac.signal }))
+        } catch (e) {
+          if (e instanceof ChannelClosedError) return
+          if (!(e instanceof ChannelTimeoutError) && !(e instanceof AbortError)) throw e
+        }
+      }
+    }
+    const receivers = [receiver(), receiver(), receiver()]
+    await sender
+    assert.strictEqual(sent, n)
+    ch.close()
+    await Promise.all(receivers)
+    assert.strictEqual(received.length, n)
+    assert.deepStrictEqual(received.slice().sort((a, b) => a - b), Array.from({ length: n }, (_, i) => i))
+  })
+})
