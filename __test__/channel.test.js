@@ -7,7 +7,7 @@ const assert = require('assert')
 const path = require('path')
 const { Worker } = require('worker_threads')
 const { test, describe } = require('./harness')
-const { until, inbox } = require('./util')
+const { until, inbox, runChild, transcript } = require('./util')
 const { Channel, ChannelClosedError, ChannelTimeoutError, AbortError } = require('..')
 const { internal } = require('../lib/channel')
 const { internal: futex } = require('../lib/futex')
@@ -351,5 +351,35 @@ describe('Channel: timeouts and aborts', () => {
     await Promise.all(receivers)
     assert.strictEqual(received.length, n)
     assert.deepStrictEqual(received.slice().sort((a, b) => a - b), Array.from({ length: n }, (_, i) => i))
+  })
+})
+
+describe('Channel: thread death (child processes)', () => {
+  const HARD_TIMEOUT = 40000
+  const FIXTURE = path.join(__dirname, 'fixtures', 'channel-death.js')
+  async function run (name) {
+    const r = await runChild([FIXTURE, name], { timeoutMs: HARD_TIMEOUT })
+    assert.ok(!r.timedOut, `hung: killed after ${HARD_TIMEOUT} ms\n${transcript(r)}`)
+    assert.strictEqual(r.code, 0, transcript(r))
+    assert.ok(r.result, transcript(r))
+    return r.result
+  }
+
+  test('producers terminated at random points mid-stream: no torn message, each one\'s messages a gap-free prefix, everyone else unaffected', { timeout: HARD_TIMEOUT + 5000 }, async () => {
+    const r = await run('producer-dies')
+    assert.deepStrictEqual(r.bad, [])
+    assert.strictEqual(r.steady, 400)
+    assert.ok(Object.keys(r.killed).length > 0, JSON.stringify(r))
+  })
+
+  test('a thread killed holding the lock with half a frame written past the write index: the half frame is never delivered, the ring goes on', { timeout: HARD_TIMEOUT + 5000 }, async () => {
+    const r = await run('dies-mid-copy')
+    assert.deepStrictEqual(r, { got: [1, 2, 3], empty: true, next: [4, 5], after: true })
+  })
+
+  test('consumers terminated at random points: no message twice, at most one lost per terminated consumer (the one it had taken), the rest drained', { timeout: HARD_TIMEOUT + 5000 }, async () => {
+    const r = await run('consumer-dies')
+    assert.strictEqual(r.twice, 0)
+    assert.ok(r.missing <= r.killed, JSON.stringify(r))
   })
 })
