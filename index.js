@@ -8,6 +8,8 @@ const { WaitGroup } = require('./lib/wait-group')
 const { ManualResetEvent, AutoResetEvent } = require('./lib/event')
 const { Once } = require('./lib/once')
 const { RwLock } = require('./lib/rwlock')
+const { Channel } = require('./lib/channel')
+const { createSyncFn, serveSync } = require('./lib/sync-call')
 const errors = require('./lib/errors')
 
 module.exports = {
@@ -24,12 +26,19 @@ module.exports = {
   AutoResetEvent,
   Once,
   RwLock,
+  Channel,
+  createSyncFn,
+  serveSync,
   LockTimeoutError: errors.LockTimeoutError,
   AbortError: errors.AbortError,
   LockOwnershipError: errors.LockOwnershipError,
   DeadlockError: errors.DeadlockError,
   BarrierBrokenError: errors.BarrierBrokenError,
   NegativeCounterError: errors.NegativeCounterError,
+  ChannelClosedError: errors.ChannelClosedError,
+  ChannelTimeoutError: errors.ChannelTimeoutError,
+  SyncCallTimeoutError: errors.SyncCallTimeoutError,
+  SyncWorkerError: errors.SyncWorkerError,
   ACQUIRED: errors.ACQUIRED,
   OWNER_DIED: errors.OWNER_DIED,
   E_TIMEOUT: errors.E_TIMEOUT,
@@ -37,5 +46,9 @@ module.exports = {
   E_NOT_OWNER: errors.E_NOT_OWNER,
   E_DEADLOCK: errors.E_DEADLOCK,
   E_BARRIER_BROKEN: errors.E_BARRIER_BROKEN,
-  E_NEGATIVE_COUNTER: errors.E_NEGATIVE_COUNTER
+  E_NEGATIVE_COUNTER: errors.E_NEGATIVE_COUNTER,
+  E_CHANNEL_CLOSED: errors.E_CHANNEL_CLOSED,
+  E_CHANNEL_TIMEOUT: errors.E_CHANNEL_TIMEOUT,
+  E_SYNC_CALL_TIMEOUT: errors.E_SYNC_CALL_TIMEOUT,
+  E_SYNC_WORKER: errors.E_SYNC_WORKER
 }

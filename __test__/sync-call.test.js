@@ -1,0 +1,104 @@
+'use strict'
+// createSyncFn / serveSync (lib/sync-call.js). A synchronous call blocks the
+// calling thread, so every scenario runs in a child process with a hard
+// timeout (fixtures/sync-call-cases.js).
+const assert = require('assert')
+const path = require('path')
+const { test, describe } = require('./harness')
+const { runChild, transcript } = require('./util')
+
+const HARD_TIMEOUT = 20000
+const FIXTURE = path.join(__dirname, 'fixtures', 'sync-call-cases.js')
+const WORKER = path.join(__dirname, 'fixtures', 'sync-worker-ok.js')
+
+async function run (name) {
+  const r = await runChild([FIXTURE, name], { timeoutMs: HARD_TIMEOUT })
+  assert.ok(!r.timedOut, `hung: killed after ${HARD_TIMEOUT} ms\n${transcript(r)}`)
+  assert.strictEqual(r.code, 0, transcript(r))
+  assert.ok(r.result !== undefined, transcript(r))
+  return r.result
+}
+
+const T = { timeout: HARD_TIMEOUT + 5000 }
+
+describe('createSyncFn / serveSync', () => {
+  test('returns what the (async) handler returns, for CommonJS and ES module workers', T, async () => {
+    const r = await run('values')
+    assert.deepStrictEqual(r, { echo: { a: [1, 'two', null], b: 1 }, add: 6, later: 'async ok', esm: 'a+b' })
+  })
+
+  test('rethrows errors with their class, message, stack, code and cause; the worker keeps serving', T, async () => {
+    const r = await run('errors')
+    assert.strictEqual(r.thrown.ctor, 'TypeError')
+    assert.strictEqual(r.thrown.message, 'bad: x')
+    assert.strictEqual(r.thrown.code, 'ERR_BAD')
+    assert.ok(r.thrown.stack.includes(WORKER), r.thrown.stack) // the worker's stack
+    assert.deepStrictEqual([r.thrown.cause.ctor, r.thrown.cause.message, r.thrown.cause.code], ['RangeError', 'the cause', 'ERR_CAUSE'])
+    // A class the caller does not have: a subclass of Error of the same name.
+    assert.deepStrictEqual([r.custom.ctor, r.custom.isError, r.custom.message], ['MyError', true, 'custom class'])
+    assert.deepStrictEqual(r.value, { not: 'an error' })
+    assert.match(r.unserializableResult.message, /could not be cloned/)
+    assert.match(r.unserializableArg.message, /could not be cloned/)
+    assert.strictEqual(r.after, 4)
+  })
+
+  test('a call that timed out never shifts later answers: its late answer is dropped, the worker keeps serving', T, async () => {
+    const r = await run('timeout')
+    assert.strictEqual(r.first.code, 'ERR_SYNC_CALL_TIMEOUT')
+    assert.strictEqual(r.first.ctor, 'SyncCallTimeoutError')
+    assert.deepStrictEqual(r.second, { value: 'mine' })
+    assert.deepStrictEqual(r.third, { value: 2 })
+  })
+
+  test('a worker module that does not exist: SyncWorkerError naming why, on this call and the next', T, async () => {
+    const r = await run('missing-file')
+    for (const e of [r.first, r.again]) {
+      assert.strictEqual(e.code, 'ERR_SYNC_WORKER')
+      assert.match(e.message, /failed to start: Cannot find module/)
+      assert.strictEqual(e.cause.isError, true)
+    }
+  })
+
+  test('a worker module that throws while loading, or never calls serveSync', T, async () => {
+    const load = await run('throws-at-load')
+    assert.strictEqual(load.code, 'ERR_SYNC_WORKER')
+    assert.match(load.message, /failed to start: broken at load/)
+    assert.deepStrictEqual([load.cause.ctor, load.cause.message], ['SyntaxError', 'broken at load'])
+    const none = await run('no-serve')
+    assert.match(none.message, /did not call serveSync/)
+  })
+
+  test('a worker that exits during a call (process.exit), or whose thread ends without a word, wakes the caller', T, async () => {
+    const exit = await run('process-exit')
+    assert.strictEqual(exit.during.code, 'ERR_SYNC_WORKER')
+    assert.match(exit.during.message, /exited: the worker called process\.exit\(3\)/)
+    assert.strictEqual(exit.after.code, 'ERR_SYNC_WORKER')
+    const vanish = await run('vanish')
+    assert.strictEqual(vanish.code, 'ERR_SYNC_WORKER')
+    assert.match(vanish.message, /thread ended/)
+  })
+
+  test('an error thrown in the worker outside any call wakes the pending call with it', T, async () => {
+    const r = await run('stray')
+    assert.strictEqual(r.code, 'ERR_SYNC_WORKER')
+    assert.match(r.message, /threw outside a call: stray async throw/)
+    assert.strictEqual(r.cause.message, 'stray async throw')
+  })
+
+  test('a worker calls another worker synchronously', T, async () => {
+    assert.strictEqual(await run('nested'), 42)
+  })
+
+  test('bad input', T, async () => {
+    assert.deepStrictEqual(await run('bad-input'), {
+      relative: 'TypeError',
+      number: 'TypeError',
+      options: 'TypeError',
+      timeout: 'RangeError',
+      workerData: 'TypeError',
+      bytes: 'RangeError',
+      serveOutside: 'Error',
+      serveNotFn: 'TypeError'
+    })
+  })
+})
