@@ -1,7 +1,8 @@
 // Types of `shared-futex`: the futex core (wait / notify / waitAsync /
 // setKeepAlive) and the synchronisation primitives built on it (AsyncLock,
 // Condition, Semaphore, Barrier, WaitGroup, ManualResetEvent,
-// AutoResetEvent, Once, RwLock), with their errors. Hand-written; the generated
+// AutoResetEvent, Once, RwLock), with their errors; Channel and the
+// synchronous calls built on them (createSyncFn / serveSync). Hand-written; the generated
 // binding's types are in binding.d.ts and are not part of the public API.
 
 // `Symbol.dispose` for TypeScript libs older than ESNext's disposable (as
@@ -87,6 +88,14 @@ export const E_DEADLOCK: 'ERR_LOCK_DEADLOCK'
 export const E_BARRIER_BROKEN: 'ERR_BARRIER_BROKEN'
 /** `code` of NegativeCounterError. */
 export const E_NEGATIVE_COUNTER: 'ERR_NEGATIVE_COUNTER'
+/** `code` of ChannelClosedError. */
+export const E_CHANNEL_CLOSED: 'ERR_CHANNEL_CLOSED'
+/** `code` of ChannelTimeoutError. */
+export const E_CHANNEL_TIMEOUT: 'ERR_CHANNEL_TIMEOUT'
+/** `code` of SyncCallTimeoutError. */
+export const E_SYNC_CALL_TIMEOUT: 'ERR_SYNC_CALL_TIMEOUT'
+/** `code` of SyncWorkerError. */
+export const E_SYNC_WORKER: 'ERR_SYNC_WORKER'
 
 /** The timeout passed before the lock or permit was acquired. Nothing is held, nothing stays queued. */
 export class LockTimeoutError extends Error {
@@ -135,6 +144,36 @@ export class BarrierBrokenError extends Error {
 export class NegativeCounterError extends Error {
   readonly name: 'NegativeCounterError'
   readonly code: 'ERR_NEGATIVE_COUNTER'
+}
+
+/** A send on a closed Channel, or a receive on a closed one with nothing left in it. */
+export class ChannelClosedError extends Error {
+  readonly name: 'ChannelClosedError'
+  readonly code: 'ERR_CHANNEL_CLOSED'
+}
+
+/** A Channel send / receive whose timeout passed first: nothing was sent or taken. */
+export class ChannelTimeoutError extends Error {
+  readonly name: 'ChannelTimeoutError'
+  readonly code: 'ERR_CHANNEL_TIMEOUT'
+}
+
+/** A synchronous call that did not return within its timeout; its late answer is dropped. */
+export class SyncCallTimeoutError extends Error {
+  readonly name: 'SyncCallTimeoutError'
+  readonly code: 'ERR_SYNC_CALL_TIMEOUT'
+}
+
+/**
+ * The worker behind a synchronous call failed to start (its module could not
+ * be loaded, threw while loading, or never called serveSync), threw outside a
+ * call, or ended (process.exit, terminated). The message says which; `cause`
+ * is the worker's error where it reported one. Every later call throws it too.
+ */
+export class SyncWorkerError extends Error {
+  readonly name: 'SyncWorkerError'
+  readonly code: 'ERR_SYNC_WORKER'
+  readonly cause?: unknown
 }
 
 // --- locks -----------------------------------------------------------------
@@ -673,3 +712,131 @@ export class Once {
    */
   runAsync (fn: (info: OnceInfo) => unknown, options?: AcquireOptions): Promise<boolean>
 }
+
+// --- channels and synchronous calls ------------------------------------------
+
+/** How a Channel encodes its messages. */
+export type ChannelCodec = 'v8' | 'bytes' | 'string'
+
+/** What `Channel.prototype.handle` is: pass it to another thread (postMessage, workerData). */
+export interface ChannelHandle {
+  readonly buffer: SharedArrayBuffer
+}
+
+/** Options of a new Channel. */
+export interface ChannelOptions<C extends ChannelCodec = ChannelCodec> {
+  /** Bytes of the ring, 8 … 2^30 (rounded up to a multiple of 4; default 65536). A message takes its length + 4, padded to a multiple of 4. */
+  bytes?: number
+  /** 'v8' (default): any value v8.serialize accepts; 'bytes': ArrayBufferViews, received as Uint8Array; 'string': strings, as UTF-8. */
+  codec?: C
+}
+
+/** Options of the blocking send / recv. */
+export interface ChannelWaitOptions {
+  /** Give up after this many ms with ChannelTimeoutError (≥ 0; default: forever; 0: do not wait for room or a message). */
+  timeout?: number
+}
+
+/** What a Channel of a codec accepts. */
+export type ChannelInput<C extends ChannelCodec, T> = C extends 'bytes' ? ArrayBufferView : C extends 'string' ? string : T
+
+/** What a Channel of a codec delivers. */
+export type ChannelOutput<C extends ChannelCodec, T> = C extends 'bytes' ? Uint8Array : C extends 'string' ? string : T
+
+/**
+ * A multi-producer, multi-consumer queue of messages between threads: a
+ * ring in a SharedArrayBuffer. Each message is delivered exactly once, in
+ * the order each producer sent (docs/channel.md). A full ring makes senders
+ * wait; `close()` wakes every waiter, and receivers drain what is left. A
+ * thread terminated in the middle of a send or a receive never corrupts the
+ * ring nor blocks the others: its half-written message is dropped, its
+ * half-read one goes to the next receiver.
+ *
+ * The blocking methods are for workers (Node's main thread allows them too);
+ * on one thread, do not call them while an async call of the same channel is
+ * pending there (they may throw DeadlockError instead of waiting for it).
+ *
+ * `T` is the message type of a 'v8' channel (`Channel<Job>`).
+ */
+export class Channel<T = unknown, C extends ChannelCodec = 'v8'> {
+  /** What `tryRecv` returns when no message is ready. */
+  static readonly EMPTY: unique symbol
+
+  constructor (options?: ChannelOptions<C>)
+  /** The same channel, from its `handle` (in another thread). */
+  constructor (handle: ChannelHandle)
+
+  readonly handle: ChannelHandle
+  /** Bytes of the ring. */
+  readonly capacity: number
+  readonly codec: C
+  readonly closed: boolean
+
+  /**
+   * Blocking: sends once there is room.
+   * @throws {ChannelClosedError} closed (before or while waiting)
+   * @throws {ChannelTimeoutError}
+   * @throws {RangeError} the message does not fit in the ring
+   * @throws {TypeError} not a value of the channel's codec
+   */
+  send (value: ChannelInput<C, T>, options?: ChannelWaitOptions): void
+  /**
+   * Blocking: the next message.
+   * @throws {ChannelClosedError} closed and drained
+   * @throws {ChannelTimeoutError}
+   */
+  recv (options?: ChannelWaitOptions): ChannelOutput<C, T>
+  /** Without blocking; rejects as `send` throws, or with AbortError. */
+  sendAsync (value: ChannelInput<C, T>, options?: AcquireOptions): Promise<void>
+  /** Without blocking; rejects as `recv` throws, or with AbortError. Nothing is taken unless it resolves. */
+  recvAsync (options?: AcquireOptions): Promise<ChannelOutput<C, T>>
+  /**
+   * Sends if there is room now (and no other thread is copying at this
+   * instant): true if sent, false if not.
+   * @throws {ChannelClosedError}
+   */
+  trySend (value: ChannelInput<C, T>): boolean
+  /**
+   * A message if one can be taken now, else `Channel.EMPTY`.
+   * @throws {ChannelClosedError} closed and drained
+   */
+  tryRecv (): ChannelOutput<C, T> | typeof Channel.EMPTY
+  /** Closes for every thread; wakes every waiter. Idempotent. */
+  close (): void
+  /** Blocking iteration; ends once closed and drained. */
+  [Symbol.iterator] (): Iterator<ChannelOutput<C, T>, void>
+  /** Async iteration; ends once closed and drained. */
+  [Symbol.asyncIterator] (): AsyncIterator<ChannelOutput<C, T>, void>
+}
+
+/** A WHATWG URL with the file: protocol (declared structurally, so the types need no DOM lib). */
+export interface FileURL {
+  readonly href: string
+  readonly protocol: string
+}
+
+/** Options of createSyncFn. */
+export interface SyncFnOptions {
+  /** Each call throws SyncCallTimeoutError after this many ms (default: no limit). */
+  timeout?: number
+  /** Bytes of each of the two rings (requests and answers; default 1 MiB): arguments and results must fit. */
+  bytes?: number
+  /** Options of the Worker (execArgv, env, resourceLimits, …), except workerData and eval. */
+  workerOptions?: object
+}
+
+/**
+ * A function that calls, synchronously, the handler the module at
+ * `workerPath` (absolute path or file: URL) passes to `serveSync` in a
+ * worker of its own, started at the first call. Arguments and result go
+ * through v8.serialize. Errors are rethrown with their class (a stand-in
+ * subclass of Error of the same name for classes the caller does not have),
+ * message, the worker's stack, `cause` and other serializable properties.
+ * @throws {SyncCallTimeoutError} the answer did not come within `timeout`
+ * @throws {SyncWorkerError} the worker failed to start, threw outside a call, or ended
+ */
+export function createSyncFn<F extends (...args: any[]) => any> (workerPath: string | FileURL, options?: SyncFnOptions):
+  (...args: Parameters<F>) => Awaited<ReturnType<F>>
+
+/** In a worker started by createSyncFn: answer its calls with `fn` (which may be async), one at a time. */
+export function serveSync<F extends (...args: any[]) => any> (fn: F): void
