@@ -22,7 +22,8 @@ const EXPECTED = {
   WaitGroup: [/^every job done$/m],
   Events: [/^ready$/m],
   Once: [/^main thread filled the table: true$/m, /^(1046529\n){3}/m],
-  'Atomics.Mutex shape': [/^the worker wrote 42$/m]
+  'Atomics.Mutex shape': [/^the worker wrote 42$/m],
+  'Channel and synchronous calls': [/^sum 500500$/m]
 }
 
 // The README's main.js / worker.js pairs, with the section each is in.

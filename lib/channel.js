@@ -428,7 +428,7 @@ class Channel {
         release()
         s.notEmpty.notifyAll()
         s.notFull.notifyAll()
-      })
+      }, () => {})
       return
     }
     try {
