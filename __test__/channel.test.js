@@ -228,6 +228,17 @@ describe('Channel: close', () => {
     }
   })
 
+  test('a receive that frees room wakes the sender blocked on a full ring (no timed look-again)', { timeout: 20000 }, async () => {
+    const ch = new Channel({ bytes: 64, codec: 'bytes' })
+    ch.send(bytesOf(60, 1)) // full
+    const sender = startWorker({ role: 'once', op: 'send', value: bytesOf(60, 2), handle: ch.handle, recheck: Infinity })
+    await until(() => sleepers(ch, internal.NOT_FULL_AT) === 1, 'the sender asleep')
+    assert.deepStrictEqual(await ch.recvAsync(), bytesOf(60, 1))
+    const o = await sender.box.next('outcome', 10000)
+    assert.ok(!o.error, JSON.stringify(o))
+    assert.deepStrictEqual(await ch.recvAsync(), bytesOf(60, 2))
+  })
+
   test('after close: sends fail, receivers drain what is left, then see the end', async () => {
     const ch = new Channel({ bytes: 256 })
     ch.send(1)

@@ -26,9 +26,10 @@
 // still at READ and goes to the next receiver. The next locker is told
 // (OWNER_DIED) and checks the header and the chain of frames (`recover`).
 //
-// Waking: each send wakes one receiver (it added one message); each receive
-// wakes every sender (each needs its own amount of space); close() wakes
-// everyone. A waiter also looks again every RECHECK ms on its own: a thread
+// Waking: each send wakes one receiver (it added one message); a receive
+// that leaves at least half the ring free wakes every sender (each needs
+// its own amount of space; waking them at every receive of a full ring
+// would cost a wake-up per message); close() wakes everyone. A waiter also looks again every RECHECK ms on its own: a thread
 // that dies between committing and notifying, or after being woken and
 // before taking the message, leaves no one asleep for ever (docs/channel.md).
 const v8 = require('v8')
@@ -183,6 +184,7 @@ function copyOut (s, at, n) {
 
 // A send step: WAIT, or true once the message is committed.
 function put (s, msg) {
+  s.wakeSenders = false
   if (Atomics.load(s.header, H_CLOSED) !== 0) throw new ChannelClosedError('Channel: send on a closed channel')
   const w = Atomics.load(s.header, H_WRITE)
   const size = frameBytes(msg.bytes)
@@ -215,7 +217,12 @@ function take (s) {
   const out = s.codec === STRING && body + n <= s.capacity
     ? s.buf.toString('utf8', body, body + n)
     : copyOut(s, body, n)
-  Atomics.store(s.header, H_READ, advance(s, r, frameBytes(n))) // the commit
+  const next = advance(s, r, frameBytes(n))
+  Atomics.store(s.header, H_READ, next) // the commit
+  // Senders are woken once at least half the ring is free (or, for a
+  // message larger than that, whenever it could fit): not after every
+  // receive, which would wake a sender of a full ring for every message.
+  s.wakeSenders = 2 * (s.capacity - inUse(s, Atomics.load(s.header, H_WRITE), next)) >= s.capacity
   return out
 }
 
@@ -260,11 +267,16 @@ function lockBlocking (s) {
 // sleeping on `cond` in between (at most RECHECK ms at a time).
 function blocking (s, what, timeout, cond, step, arg) {
   const deadline = deadlineOf(timeout)
+  let result
+  let wake = false
   lockBlocking(s)
   try {
     for (;;) {
-      const result = step(s, arg)
-      if (result !== WAIT) return result
+      result = step(s, arg)
+      if (result !== WAIT) {
+        wake = s.wakeSenders
+        break
+      }
       const left = timeLeft(deadline)
       if (left <= 0) throw new ChannelTimeoutError(`${what}: timed out after ${timeout} ms`)
       if (cond.wait(s.lock, Math.min(left, RECHECK)) === OWNER_DIED) recover(s)
@@ -272,6 +284,8 @@ function blocking (s, what, timeout, cond, step, arg) {
   } finally {
     s.lock.unlock()
   }
+  if (wake) s.notFull.notifyAll()
+  return result
 }
 
 async function nonBlocking (s, what, opts, cond, step, arg) {
@@ -280,11 +294,16 @@ async function nonBlocking (s, what, opts, cond, step, arg) {
   const deadline = deadlineOf(opts.timeout)
   const lockOptions = signal === undefined ? undefined : { signal }
   const release = await s.lock.lockAsync(lockOptions)
+  let result
+  let wake = false
   try {
     if (release.ownerDied) recover(s)
     for (;;) {
-      const result = step(s, arg)
-      if (result !== WAIT) return result
+      result = step(s, arg)
+      if (result !== WAIT) {
+        wake = s.wakeSenders
+        break
+      }
       const left = timeLeft(deadline)
       if (left <= 0) throw new ChannelTimeoutError(`${what}: timed out after ${opts.timeout} ms`)
       if (signal !== undefined && signal.aborted) throw abortError(signal)
@@ -295,18 +314,23 @@ async function nonBlocking (s, what, opts, cond, step, arg) {
   } finally {
     release()
   }
+  if (wake) s.notFull.notifyAll()
+  return result
 }
 
 // A try step: tryLock (no waiting for another thread's copy either), one step.
 function attempt (s, step, arg) {
   const status = s.lock.tryLock()
   if (status === false) return WAIT
+  let result
   try {
     if (status === OWNER_DIED) recover(s)
-    return step(s, arg)
+    result = step(s, arg)
   } finally {
     s.lock.unlock()
   }
+  if (result !== WAIT && s.wakeSenders) s.notFull.notifyAll()
+  return result
 }
 
 // --- the class -----------------------------------------------------------------
@@ -329,7 +353,8 @@ class Channel {
       notFull: new Condition(buffer, NOT_FULL_AT),
       u8: new Uint8Array(buffer, DATA_AT, base.capacity),
       u32: new Uint32Array(buffer, DATA_AT, base.capacity / 4),
-      buf: Buffer.from(buffer, DATA_AT, base.capacity)
+      buf: Buffer.from(buffer, DATA_AT, base.capacity),
+      wakeSenders: false // set by each step: whether to wake the senders after it
     }
   }
 
@@ -354,7 +379,6 @@ class Channel {
     const s = this[STATE]
     const timeout = optionsOf('Channel.recv', options)
     const out = blocking(s, 'Channel.recv', timeout, s.notEmpty, take)
-    s.notFull.notifyAll()
     return decode(s, out)
   }
 
@@ -381,8 +405,7 @@ class Channel {
       return Promise.reject(e)
     }
     return nonBlocking(s, 'Channel.recvAsync', opts, s.notEmpty, take).then((out) => {
-      s.notFull.notifyAll()
-      return decode(s, out)
+        return decode(s, out)
     })
   }
 
@@ -400,7 +423,6 @@ class Channel {
     const s = this[STATE]
     const out = attempt(s, take)
     if (out === WAIT) return EMPTY
-    s.notFull.notifyAll()
     return decode(s, out)
   }
 
