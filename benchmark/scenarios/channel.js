@@ -1,0 +1,106 @@
+'use strict'
+// Scenario 11: Channel against MessagePort.postMessage, side by side.
+//   throughput  a worker sends messages of 16 B, 1 KiB and 64 KiB as fast as
+//               it can; the main thread (async: for await / 'message'
+//               events) or another worker (blocking recv / 'message'
+//               events) receives them. Figure: messages per second.
+//               postMessage has no back-pressure: its producer keeps at
+//               most 1024 messages in flight (benchmark/lib/channel-flow.js).
+//   round trip  the main thread sends 16 B and awaits the worker's echo.
+//               Figure: round trips per second.
+// Both carry Uint8Arrays (the 'bytes' codec; postMessage copies them by
+// structured clone, no transfer).
+
+const path = require('path')
+const { MessageChannel } = require('worker_threads')
+const { Channel } = require('../..')
+const { withWorkers, go, startTime, now } = require('../lib/threads')
+const { consumeAsync, consumePort } = require('../lib/channel-flow')
+
+const WORKER = path.join(__dirname, '..', 'workers', 'channel-worker.js')
+const RING = 1 << 20
+
+function endpoints (impl) {
+  if (impl === 'channel') return { ch: new Channel({ bytes: RING, codec: 'bytes' }) }
+  const { port1, port2 } = new MessageChannel()
+  return { port1, port2 }
+}
+
+async function throughput (size, where, impl, { warmMs, ms }) {
+  const flow = new Int32Array(new SharedArrayBuffer(8))
+  const { ch, port1, port2 } = endpoints(impl)
+  const base = { impl, size, flow, ms, handle: ch ? ch.handle : undefined }
+  const specs = [{ file: WORKER, data: { ...base, role: 'produce', port: port1 }, transfer: port1 ? [port1] : [] }]
+  if (where === 'worker') specs.push({ file: WORKER, data: { ...base, role: 'consume', port: port2 }, transfer: port2 ? [port2] : [] })
+  const { main, results } = await withWorkers(specs, async (ctl) => {
+    go(ctl, warmMs)
+    if (where !== 'main') return null
+    const from = startTime(ctl)
+    return ch ? consumeAsync(base, ch, from) : consumePort(base, port2, from)
+  })
+  const r = where === 'main' ? main : results[1]
+  return { rate: r.count / (r.elapsedMs / 1000) }
+}
+
+async function roundTrip (impl, { warmMs, ms }) {
+  const m = new Uint8Array(16).fill(7)
+  const { ch, port1, port2 } = endpoints(impl)
+  const back = ch ? new Channel({ bytes: RING, codec: 'bytes' }) : null
+  const data = { impl, role: 'echo', handle: ch ? ch.handle : undefined, back: back ? back.handle : undefined, port: port2 }
+  const { main } = await withWorkers([{ file: WORKER, data, transfer: port2 ? [port2] : [] }], async (ctl) => {
+    go(ctl, warmMs)
+    const from = startTime(ctl)
+    const to = from + ms
+    let n = 0
+    let n0 = -1
+    let t0 = 0
+    let t = 0
+    const once = () => new Promise((resolve) => port1.once('message', resolve))
+    for (;;) {
+      if (ch) {
+        await ch.sendAsync(m)
+        await back.recvAsync()
+      } else {
+        port1.postMessage(m)
+        await once()
+      }
+      n++
+      if (n % 16 !== 0) continue
+      t = now()
+      if (n0 < 0 && t >= from) { n0 = n; t0 = t }
+      if (n0 >= 0 && t >= to) break
+    }
+    if (ch) ch.close()
+    else port1.postMessage(null)
+    return { count: n - n0, elapsedMs: t - t0 }
+  })
+  return { rate: main.count / (main.elapsedMs / 1000) }
+}
+
+const RATE = [{ name: 'rate', label: 'messages/s', unit: '/s', better: 'higher' }]
+const SIZES = [[16, '16'], [1024, '1k'], [65536, '64k']]
+const cases = []
+const comparisons = []
+for (const where of ['main', 'worker']) {
+  for (const [size, tag] of SIZES) {
+    const id = `11-to-${where}-${tag}`
+    cases.push({
+      id,
+      label: `worker → ${where === 'main' ? 'main (async)' : 'worker (blocking)'}, ${tag} B messages`,
+      impls: ['channel', 'postMessage'],
+      metrics: RATE,
+      measure: (impl, opts) => throughput(size, where, impl, opts)
+    })
+    comparisons.push({ case: id, metric: 'rate', ours: 'channel', base: 'postMessage', target: size === 16 ? 5 : null })
+  }
+}
+cases.push({
+  id: '11-rtt',
+  label: 'round trip main (async) ↔ worker (blocking echo), 16 B',
+  impls: ['channel', 'postMessage'],
+  metrics: [{ name: 'rate', label: 'round trips/s', unit: '/s', better: 'higher' }],
+  measure: roundTrip
+})
+comparisons.push({ case: '11-rtt', metric: 'rate', ours: 'channel', base: 'postMessage', target: 3 })
+
+module.exports = { id: '11', title: 'Channel vs MessagePort', cases, comparisons }

@@ -1,0 +1,31 @@
+'use strict'
+// A worker of scenario 11 (benchmark/scenarios/channel.js). workerData:
+//   impl ('channel' | 'postMessage'), role ('produce' | 'consume' | 'echo'),
+//   size (bytes of a message), handle / back (Channel handles), port / backPort
+//   (MessagePorts), flow (Int32Array: STOP, ACK), ms, ctl.
+const { workerData, parentPort } = require('worker_threads')
+const { Channel } = require('../..')
+const { arrive, startTime } = require('../lib/threads')
+const { produce, consumeBlocking, consumePort } = require('../lib/channel-flow')
+
+const d = workerData
+arrive(d.ctl)
+const from = startTime(d.ctl)
+
+if (d.role === 'produce') {
+  produce(d, d.impl === 'channel' ? new Channel(d.handle) : d.port)
+} else if (d.role === 'consume') {
+  if (d.impl === 'channel') parentPort.postMessage(consumeBlocking(d, new Channel(d.handle), from))
+  else consumePort(d, d.port, from).then((r) => parentPort.postMessage(r))
+} else if (d.impl === 'channel') {
+  // echo: answers every request until the channel is closed.
+  const requests = new Channel(d.handle)
+  const answers = new Channel(d.back)
+  for (const m of requests) answers.send(m)
+  answers.close()
+} else {
+  d.port.on('message', (m) => {
+    if (m === null) d.port.close()
+    else d.port.postMessage(m)
+  })
+}
