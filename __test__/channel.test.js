@@ -132,6 +132,7 @@ describe('Channel: bad input', () => {
     assert.throws(() => new Channel({ buffer: new SharedArrayBuffer(8) }), TypeError)
     const ch = new Channel({ bytes: 64 })
     assert.throws(() => new Channel({ buffer: ch.handle.buffer.slice(0, 100) }), TypeError)
+    assert.throws(() => new Channel({ buffer: ch.handle.buffer, codec: 'string' }), /not both/)
   })
 
   test('values of the wrong kind for the codec, and options', async () => {

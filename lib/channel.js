@@ -99,6 +99,9 @@ function codecOption (codec) {
 
 // The header of an existing channel's buffer, checked.
 function attach (handle) {
+  if ('bytes' in handle || 'codec' in handle) {
+    throw new TypeError('Channel: pass either options ({ bytes, codec }) or a handle ({ buffer }), not both')
+  }
   const buffer = handle.buffer
   if (!types.isSharedArrayBuffer(buffer)) {
     throw new TypeError(`Channel: handle.buffer must be the SharedArrayBuffer of a Channel's handle, got ${show(buffer)}`)
