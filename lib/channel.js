@@ -394,6 +394,20 @@ class Channel {
     } catch (e) {
       return Promise.reject(e)
     }
+    // First a try in this call: the lock is then held only for the copy, not
+    // across an await (a thread that finds it held may go to sleep on it).
+    if (opts.signal === undefined || !opts.signal.aborted) {
+      let r
+      try {
+        r = attempt(s, put, msg)
+      } catch (e) {
+        return Promise.reject(e)
+      }
+      if (r !== WAIT) {
+        s.notEmpty.notifyOne()
+        return Promise.resolve()
+      }
+    }
     return nonBlocking(s, 'Channel.sendAsync', opts, s.notFull, put, msg).then(() => {
       s.notEmpty.notifyOne()
     })
@@ -407,9 +421,15 @@ class Channel {
     } catch (e) {
       return Promise.reject(e)
     }
-    return nonBlocking(s, 'Channel.recvAsync', opts, s.notEmpty, take).then((out) => {
-        return decode(s, out)
-    })
+    if (opts.signal === undefined || !opts.signal.aborted) {
+      try {
+        const out = attempt(s, take)
+        if (out !== WAIT) return Promise.resolve(decode(s, out))
+      } catch (e) {
+        return Promise.reject(e)
+      }
+    }
+    return nonBlocking(s, 'Channel.recvAsync', opts, s.notEmpty, take).then((out) => decode(s, out))
   }
 
   /** Sends if there is room now: true if sent, false if not. Throws ChannelClosedError. */
