@@ -8,6 +8,10 @@
 //               most 1024 messages in flight (benchmark/lib/channel-flow.js).
 //   round trip  the main thread sends 16 B and awaits the worker's echo.
 //               Figure: round trips per second.
+//   sync call   createSyncFn of an async add, small arguments, against the
+//               mechanism of synckit's createSyncFn written out
+//               (benchmark/baselines/synckit-pattern.js). Figure: calls per
+//               second, measured in the main thread.
 // Both carry Uint8Arrays (the 'bytes' codec; postMessage copies them by
 // structured clone, no transfer).
 
@@ -18,6 +22,9 @@ const { withWorkers, go, startTime, now } = require('../lib/threads')
 const { consumeAsync, consumePort } = require('../lib/channel-flow')
 
 const WORKER = path.join(__dirname, '..', 'workers', 'channel-worker.js')
+const ADD = path.join(__dirname, '..', 'workers', 'sync-add.js')
+const { createSyncFn } = require('../..')
+const synckitPattern = require('../baselines/synckit-pattern')
 const RING = 1 << 20
 
 function endpoints (impl) {
@@ -77,6 +84,25 @@ async function roundTrip (impl, { warmMs, ms }) {
   return { rate: main.count / (main.elapsedMs / 1000) }
 }
 
+// Calls add(i, 1) for warmMs, then counts the calls of the next ms.
+async function syncCall (impl, { warmMs, ms }) {
+  const add = impl === 'createSyncFn' ? createSyncFn(ADD) : synckitPattern.createSyncFn()
+  let i = 0
+  const until = (end) => {
+    while (now() < end) {
+      for (let k = 0; k < 16; k++) {
+        if (add(i, 1) !== i + 1) throw new Error('wrong sum')
+        i++
+      }
+    }
+  }
+  until(now() + warmMs)
+  const i0 = i
+  const t0 = now()
+  until(t0 + ms)
+  return { rate: (i - i0) / ((now() - t0) / 1000) }
+}
+
 const RATE = [{ name: 'rate', label: 'messages/s', unit: '/s', better: 'higher' }]
 const SIZES = [[16, '16'], [1024, '1k'], [65536, '64k']]
 const cases = []
@@ -102,5 +128,13 @@ cases.push({
   measure: roundTrip
 })
 comparisons.push({ case: '11-rtt', metric: 'rate', ours: 'channel', base: 'postMessage', target: 3 })
+cases.push({
+  id: '11-sync',
+  label: 'synchronous call of an async add, main → worker',
+  impls: ['createSyncFn', 'synckit pattern'],
+  metrics: [{ name: 'rate', label: 'calls/s', unit: '/s', better: 'higher' }],
+  measure: syncCall
+})
+comparisons.push({ case: '11-sync', metric: 'rate', ours: 'createSyncFn', base: 'synckit pattern', target: 3 })
 
 module.exports = { id: '11', title: 'Channel vs MessagePort', cases, comparisons }
