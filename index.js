@@ -30,6 +30,7 @@ module.exports = {
   DeadlockError: errors.DeadlockError,
   BarrierBrokenError: errors.BarrierBrokenError,
   NegativeCounterError: errors.NegativeCounterError,
+  AtomicsUnavailableError: errors.AtomicsUnavailableError,
   ACQUIRED: errors.ACQUIRED,
   OWNER_DIED: errors.OWNER_DIED,
   E_TIMEOUT: errors.E_TIMEOUT,
@@ -37,5 +38,6 @@ module.exports = {
   E_NOT_OWNER: errors.E_NOT_OWNER,
   E_DEADLOCK: errors.E_DEADLOCK,
   E_BARRIER_BROKEN: errors.E_BARRIER_BROKEN,
-  E_NEGATIVE_COUNTER: errors.E_NEGATIVE_COUNTER
+  E_NEGATIVE_COUNTER: errors.E_NEGATIVE_COUNTER,
+  E_NO_ATOMICS: errors.E_NO_ATOMICS
 }

@@ -9,6 +9,7 @@
 //   DeadlockError       ERR_LOCK_DEADLOCK    a blocking lock() by a thread that already holds the lock
 //   BarrierBrokenError  ERR_BARRIER_BROKEN   a Barrier's generation was broken (a party timed out or aborted, or reset())
 //   NegativeCounterError ERR_NEGATIVE_COUNTER a WaitGroup.add / done that would take the counter below zero
+//   AtomicsUnavailableError ERR_NO_ATOMICS   a call that needs Atomics, in a runtime without it (lib/host.js)
 //
 // AbortError has the name and code of Node's own AbortError, so code that
 // checks `err.name === 'AbortError'` treats it like any aborted Node API.
@@ -19,6 +20,7 @@ const E_NOT_OWNER = 'ERR_LOCK_NOT_OWNER'
 const E_DEADLOCK = 'ERR_LOCK_DEADLOCK'
 const E_BARRIER_BROKEN = 'ERR_BARRIER_BROKEN'
 const E_NEGATIVE_COUNTER = 'ERR_NEGATIVE_COUNTER'
+const E_NO_ATOMICS = 'ERR_NO_ATOMICS'
 
 // Acquisition outcomes. OWNER_DIED means: acquired, but the previous owner's
 // thread ended while holding the lock (POSIX robust mutexes' EOWNERDEAD), so
@@ -48,6 +50,7 @@ const LockOwnershipError = define('LockOwnershipError', E_NOT_OWNER, 'The lock i
 const DeadlockError = define('DeadlockError', E_DEADLOCK, 'This thread already holds the lock')
 const BarrierBrokenError = define('BarrierBrokenError', E_BARRIER_BROKEN, 'The barrier is broken: a party timed out or aborted, or it was reset')
 const NegativeCounterError = define('NegativeCounterError', E_NEGATIVE_COUNTER, 'The counter would go below zero')
+const AtomicsUnavailableError = define('AtomicsUnavailableError', E_NO_ATOMICS, 'This runtime has no Atomics')
 
 function abortError (signal) {
   return new AbortError(undefined, { cause: signal.reason })
@@ -60,6 +63,7 @@ module.exports = {
   DeadlockError,
   BarrierBrokenError,
   NegativeCounterError,
+  AtomicsUnavailableError,
   abortError,
   E_TIMEOUT,
   E_ABORTED,
@@ -67,6 +71,7 @@ module.exports = {
   E_DEADLOCK,
   E_BARRIER_BROKEN,
   E_NEGATIVE_COUNTER,
+  E_NO_ATOMICS,
   ACQUIRED,
   OWNER_DIED
 }
