@@ -75,7 +75,10 @@ export class Mutex {
    * Blocks until the mutex is locked (also on Node's main thread). Returns
    * `unlockToken` (which must be empty) or a new token.
    * @throws {TypeError} not a Mutex; a locked token; this thread already
-   *   holds the mutex (`code` `'ERR_LOCK_DEADLOCK'`)
+   *   holds the mutex (`code` `'ERR_LOCK_DEADLOCK'`); the host forbids
+   *   blocking on this thread (as V8's: "Atomics.Mutex.lock cannot be called
+   *   in this context"; so do lockWithTimeout, lockIfAvailable with a timeout
+   *   other than 0, and Condition.wait / waitFor)
    */
   static lock (mutex: Mutex, unlockToken?: UnlockToken): UnlockToken
   /** V8's form: runs `callback` holding the mutex and returns its result. */

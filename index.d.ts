@@ -21,11 +21,16 @@ export type WaitableArray = Int32Array | BigInt64Array
  * `notify` on that location wakes it or `timeout` ms pass. Exactly the
  * semantics of `Atomics.wait` (ES2024): returns `'not-equal'` at once if the
  * value differs, else `'ok'` (notified) or `'timed-out'`. `timeout`:
- * `undefined`, `NaN` and `Infinity` wait forever. Unlike `Atomics.wait` it is
- * also allowed on Node's main thread. Waiters of one location, blocking or
- * async, from every thread, form one FIFO queue.
+ * `undefined`, `NaN` and `Infinity` wait forever. Allowed where
+ * `Atomics.wait` is: in workers and on Node's main thread (where it blocks
+ * the event loop, as `Atomics.wait` does). Waiters of one location, blocking
+ * or async, from every thread, form one FIFO queue: the module's own, which
+ * a native `Atomics.notify` does not reach (nor does this `notify` reach a
+ * native `Atomics.wait`). A worker blocked here still obeys `terminate()`.
  *
- * @throws {TypeError} not an `Int32Array`/`BigInt64Array` on a `SharedArrayBuffer`, or a value of the wrong kind
+ * @throws {TypeError} not an `Int32Array`/`BigInt64Array` on a `SharedArrayBuffer`, or a value of the wrong kind;
+ *   or, once the arguments are converted, where the host forbids blocking on this thread (V8's own
+ *   `Atomics.wait` TypeError, whatever the value and timeout; `waitAsync` still works there)
  * @throws {RangeError} `index` out of range
  */
 export function wait (typedArray: Int32Array, index: number, value: number, timeout?: number): 'ok' | 'not-equal' | 'timed-out'
@@ -96,6 +101,8 @@ export const E_CHANNEL_TIMEOUT: 'ERR_CHANNEL_TIMEOUT'
 export const E_SYNC_CALL_TIMEOUT: 'ERR_SYNC_CALL_TIMEOUT'
 /** `code` of SyncWorkerError. */
 export const E_SYNC_WORKER: 'ERR_SYNC_WORKER'
+/** `code` of AtomicsUnavailableError. */
+export const E_NO_ATOMICS: 'ERR_NO_ATOMICS'
 
 /** The timeout passed before the lock or permit was acquired. Nothing is held, nothing stays queued. */
 export class LockTimeoutError extends Error {
@@ -176,7 +183,23 @@ export class SyncWorkerError extends Error {
   readonly cause?: unknown
 }
 
+/**
+ * The runtime has no `Atomics` global (`node --no-harmony-atomics`): thrown
+ * by the constructor of every primitive, which all need it. `wait`,
+ * `notify` and `waitAsync` work without it.
+ */
+export class AtomicsUnavailableError extends Error {
+  readonly name: 'AtomicsUnavailableError'
+  readonly code: 'ERR_NO_ATOMICS'
+}
+
 // --- locks -----------------------------------------------------------------
+//
+// Every blocking method below (`lock`, `Condition.wait`, `acquire`, `read`,
+// `write`, the `wait` of Barrier, WaitGroup and the events, and `Once.run`
+// when it would have to wait) throws a TypeError where the host forbids
+// blocking on the thread, as V8's `Atomics.wait` does there ("AsyncLock.lock
+// cannot be called in this context"); the `…Async` methods work there.
 
 /**
  * What the `signal` option needs of an AbortSignal (declared structurally,

@@ -39,6 +39,7 @@ module.exports = {
   ChannelTimeoutError: errors.ChannelTimeoutError,
   SyncCallTimeoutError: errors.SyncCallTimeoutError,
   SyncWorkerError: errors.SyncWorkerError,
+  AtomicsUnavailableError: errors.AtomicsUnavailableError,
   ACQUIRED: errors.ACQUIRED,
   OWNER_DIED: errors.OWNER_DIED,
   E_TIMEOUT: errors.E_TIMEOUT,
@@ -50,5 +51,6 @@ module.exports = {
   E_CHANNEL_CLOSED: errors.E_CHANNEL_CLOSED,
   E_CHANNEL_TIMEOUT: errors.E_CHANNEL_TIMEOUT,
   E_SYNC_CALL_TIMEOUT: errors.E_SYNC_CALL_TIMEOUT,
-  E_SYNC_WORKER: errors.E_SYNC_WORKER
+  E_SYNC_WORKER: errors.E_SYNC_WORKER,
+  E_NO_ATOMICS: errors.E_NO_ATOMICS
 }

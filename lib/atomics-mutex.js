@@ -36,6 +36,7 @@ const { Condition: LockCondition } = require('./condition')
 const { deadlineOf, timeLeft, show, sharedView, DISPOSE } = require('./options')
 const { OWNER_DIED, E_TIMEOUT, E_DEADLOCK, DeadlockError, LockTimeoutError } = require('./errors')
 const { settled } = require('./held')
+const { checkCanBlock } = require('./host')
 
 const { viewOf, heldByThisThread } = lockInternal
 const hasOwn = (o, k) => Object.prototype.hasOwnProperty.call(o, k)
@@ -231,8 +232,12 @@ class Mutex {
   static lock (mutex, unlockToken) {
     const what = 'Atomics.Mutex.lock'
     const m = mutexOf(what, mutex)
-    if (typeof unlockToken === 'function') return runLocked(m, acquire(what, m, Infinity), unlockToken)
+    if (typeof unlockToken === 'function') {
+      checkCanBlock(what)
+      return runLocked(m, acquire(what, m, Infinity), unlockToken)
+    }
     const token = emptyToken(what, unlockToken)
+    checkCanBlock(what)
     return hold(m, token, acquire(what, m, Infinity))
   }
 
@@ -244,7 +249,9 @@ class Mutex {
     const what = 'Atomics.Mutex.lockIfAvailable'
     const m = mutexOf(what, mutex)
     const token = emptyToken(what, unlockToken)
-    const status = acquire(what, m, millisOf(what, timeout))
+    const t = millisOf(what, timeout)
+    if (t !== 0) checkCanBlock(what) // 0: a try, which never waits
+    const status = acquire(what, m, t)
     return status === null ? null : hold(m, token, status)
   }
 
@@ -263,7 +270,9 @@ class Mutex {
     const what = 'Atomics.Mutex.lockWithTimeout'
     const m = mutexOf(what, mutex)
     callbackOf(what, callback)
-    const status = acquire(what, m, millisOf(what, timeout))
+    const t = millisOf(what, timeout)
+    checkCanBlock(what) // as V8's, whatever the timeout
+    const status = acquire(what, m, t)
     if (status === null) return NOT_ACQUIRED()
     return { value: runLocked(m, status, callback), success: true }
   }
@@ -334,11 +343,13 @@ class Condition {
     if (isMutex(mutexOrToken)) {
       const t = timeout === undefined ? Infinity : millisOf(what, timeout)
       ownedByThisThread(what, mutexOrToken)
+      checkCanBlock(what)
       const r = c.wait(mutexOrToken[LOCK], t)
       if (r === OWNER_DIED) ownerDied(mutexOrToken)
       return r !== 'timed-out'
     }
     const token = lockedToken(what, mutexOrToken)
+    checkCanBlock(what)
     if (c.wait(token[TOKEN_MUTEX][LOCK]) === OWNER_DIED) token[TOKEN_DIED] = true
     return undefined
   }
@@ -354,6 +365,7 @@ class Condition {
     const token = lockedToken(what, unlockToken)
     const t = millisOf(what, timeout)
     if (predicate !== undefined) callbackOf(what, predicate)
+    checkCanBlock(what)
     const lock = token[TOKEN_MUTEX][LOCK]
     const deadline = deadlineOf(t)
     let satisfied = false

@@ -54,6 +54,7 @@
 // generation misses it: the others wait until their own timeout breaks it or
 // someone calls reset().
 const futex = require('./futex')
+const { Atomics, checkCanBlock } = require('./host')
 const { runBlocking, runAsync } = require('./driver')
 const { LockTimeoutError, BarrierBrokenError, abortError } = require('./errors')
 const { deadlineOf, timeLeft, show, sharedView, timeoutOf, asyncOptions } = require('./options')
@@ -220,6 +221,7 @@ class Barrier {
    */
   wait (timeout) {
     const t = timeoutOf('Barrier.wait', timeout)
+    checkCanBlock('Barrier.wait')
     const big = this[BIG]
     const deadline = deadlineOf(t)
     const g = arrive(big, this.parties, 'Barrier.wait')

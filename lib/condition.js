@@ -25,6 +25,7 @@
 // in a loop. wait always returns with the lock held again, also on timeout,
 // abort, or when the relock finds the previous owner dead.
 const binding = require('./native')
+const { Atomics, checkCanBlock } = require('./host')
 const { conditionAsync, cancelAsync } = require('./futex').internal
 const { internal: lockInternal } = require('./lock')
 const { OWNER_DIED, LockOwnershipError, abortError } = require('./errors')
@@ -92,6 +93,7 @@ class Condition {
     const lta = viewOf(lock, 'Condition.wait')
     const t = timeoutOf('Condition.wait', timeout)
     checkHeld(lta, 'Condition.wait')
+    checkCanBlock('Condition.wait')
     const ta = this[VIEW]
     const seen = Atomics.load(ta, SEQ)
     release(lta)

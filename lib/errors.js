@@ -13,6 +13,7 @@
 //   ChannelTimeoutError ERR_CHANNEL_TIMEOUT  a Channel send / receive whose timeout passed first
 //   SyncCallTimeoutError ERR_SYNC_CALL_TIMEOUT a synchronous call (createSyncFn) whose timeout passed first
 //   SyncWorkerError     ERR_SYNC_WORKER      the worker behind a synchronous call failed to start, threw, or ended
+//   AtomicsUnavailableError ERR_NO_ATOMICS   a call that needs Atomics, in a runtime without it (lib/host.js)
 //
 // AbortError has the name and code of Node's own AbortError, so code that
 // checks `err.name === 'AbortError'` treats it like any aborted Node API.
@@ -27,6 +28,7 @@ const E_CHANNEL_CLOSED = 'ERR_CHANNEL_CLOSED'
 const E_CHANNEL_TIMEOUT = 'ERR_CHANNEL_TIMEOUT'
 const E_SYNC_CALL_TIMEOUT = 'ERR_SYNC_CALL_TIMEOUT'
 const E_SYNC_WORKER = 'ERR_SYNC_WORKER'
+const E_NO_ATOMICS = 'ERR_NO_ATOMICS'
 
 // Acquisition outcomes. OWNER_DIED means: acquired, but the previous owner's
 // thread ended while holding the lock (POSIX robust mutexes' EOWNERDEAD), so
@@ -60,6 +62,7 @@ const ChannelClosedError = define('ChannelClosedError', E_CHANNEL_CLOSED, 'The c
 const ChannelTimeoutError = define('ChannelTimeoutError', E_CHANNEL_TIMEOUT, 'The timeout passed first')
 const SyncCallTimeoutError = define('SyncCallTimeoutError', E_SYNC_CALL_TIMEOUT, 'The synchronous call did not return within its timeout')
 const SyncWorkerError = define('SyncWorkerError', E_SYNC_WORKER, 'The worker behind the synchronous call is gone')
+const AtomicsUnavailableError = define('AtomicsUnavailableError', E_NO_ATOMICS, 'This runtime has no Atomics')
 
 function abortError (signal) {
   return new AbortError(undefined, { cause: signal.reason })
@@ -76,6 +79,7 @@ module.exports = {
   ChannelTimeoutError,
   SyncCallTimeoutError,
   SyncWorkerError,
+  AtomicsUnavailableError,
   abortError,
   E_TIMEOUT,
   E_ABORTED,
@@ -87,6 +91,7 @@ module.exports = {
   E_CHANNEL_TIMEOUT,
   E_SYNC_CALL_TIMEOUT,
   E_SYNC_WORKER,
+  E_NO_ATOMICS,
   ACQUIRED,
   OWNER_DIED
 }

@@ -55,6 +55,7 @@
 // next waiter takes, so repeated sets with nobody alive waiting can leave one
 // signal more per dead waiter than "set once".
 const futex = require('./futex')
+const { Atomics, checkCanBlock } = require('./host')
 const { runBlocking, runAsync } = require('./driver')
 const { abortError } = require('./errors')
 const { deadlineOf, timeLeft, show, sharedView, timeoutOf, asyncOptions } = require('./options')
@@ -166,6 +167,7 @@ class ManualResetEvent {
   /** Blocks until the event is set: true; false after `timeout` ms. */
   wait (timeout) {
     const t = timeoutOf('ManualResetEvent.wait', timeout)
+    checkCanBlock('ManualResetEvent.wait')
     const ta = this[VIEW]
     return runBlocking(ta, manualWait(ta, deadlineOf(t), NEVER_CANCELLED)) === RELEASED
   }
@@ -295,6 +297,7 @@ class AutoResetEvent {
    */
   wait (timeout) {
     const t = timeoutOf('AutoResetEvent.wait', timeout)
+    checkCanBlock('AutoResetEvent.wait')
     const ta = this[VIEW]
     if (tryTake(ta)) return true
     return runBlocking(ta, autoWait(ta, deadlineOf(t), NEVER_CANCELLED, 'AutoResetEvent.wait')) === RELEASED

@@ -11,6 +11,7 @@
 const { types } = require('util')
 const { threadId } = require('worker_threads')
 const binding = require('./native')
+const { Atomics, hasAtomics, canBlock, cannotBlock } = require('./host')
 
 const TypedArrayPrototype = Object.getPrototypeOf(Int32Array.prototype)
 const getter = (name) => Object.getOwnPropertyDescriptor(TypedArrayPrototype, name).get
@@ -182,7 +183,7 @@ const presence = presenceView()
 const PRESENCE_STRIDE = 16
 const PRESENCE_SHIFT = presence === null ? 0 : 32 - Math.log2(presence.length / PRESENCE_STRIDE)
 // A word of this thread's own, stored to as a full fence (see mayHaveWaiters).
-const fence = new Int32Array(new SharedArrayBuffer(4))
+const fence = presence === null ? null : new Int32Array(new SharedArrayBuffer(4))
 
 // Whether element `i` of the array `info` describes may have waiters. False
 // only if no address of its presence slot has a queue, and no waiter is
@@ -418,6 +419,11 @@ function notifyConverted (ta, info, i, c) {
   return binding.notify(ta, i, c)
 }
 
+// Without Atomics (lib/host.js), the comparison that decides is the native
+// one, except for waitAsync with a timeout of 0, which must answer without
+// queueing: it reads the element with a plain load, which is what every
+// access of a program without Atomics is.
+
 // Method syntax: like the built-ins, these are not constructors.
 const api = {
   wait (ta, index, value, timeout) {
@@ -425,6 +431,9 @@ const api = {
     const i = toIndex(ta, index)
     const v = toValue(info.big, value)
     const t = toTimeout(timeout)
+    // AgentCanSuspend(): after the conversions, before the comparison.
+    if (!canBlock) throw cannotBlock('Atomics.wait')
+    if (!hasAtomics) return RESULTS[binding.wait(ta, i, v, t)]
     // A value that differs needs no queue (see "'not-equal' in JS" above).
     if (Atomics.load(ta, i) !== v) return 'not-equal'
     if (t === 0) return 'timed-out'
@@ -441,7 +450,7 @@ const api = {
     const i = toIndex(ta, index)
     const v = toValue(info.big, value)
     const t = toTimeout(timeout)
-    if (Atomics.load(ta, i) !== v) return { async: false, value: 'not-equal' }
+    if (hasAtomics ? Atomics.load(ta, i) !== v : t === 0 && ta[i] !== v) return { async: false, value: 'not-equal' }
     if (t === 0) return { async: false, value: 'timed-out' }
     const promise = queue(ta, i, v, t, keepAliveDefault)
     if (promise === null) return { async: false, value: 'not-equal' }

@@ -31,6 +31,7 @@
 // All accesses are Atomics operations, sequentially consistent: what a thread
 // wrote under the lock is visible to the next owner.
 const binding = require('./native')
+const { Atomics, checkCanBlock } = require('./host')
 const held = require('./held')
 const acquiring = require('./acquire')
 const { lockAsync, threadId } = require('./futex').internal
@@ -160,6 +161,7 @@ class AsyncLock {
   /** Blocks until acquired. Returns ACQUIRED or OWNER_DIED. */
   lock (timeout) {
     const t = timeoutOf('AsyncLock.lock', timeout)
+    checkCanBlock('AsyncLock.lock')
     const ta = this[VIEW]
     if (Atomics.compareExchange(ta, WORD, 0, LOCKED_BY_ME) === 0) return ACQUIRED
     return lockContended(ta, t)

@@ -29,6 +29,7 @@ const { AsyncLock, internal: lockInternal } = require('./lock')
 const { OWNER_DIED, E_TIMEOUT, LockTimeoutError, DeadlockError } = require('./errors')
 const { sharedView, timeoutOf, isSignalLike, asyncOptions, callbackOf } = require('./options')
 const { isThenable, settled } = require('./held')
+const { Atomics, canBlock, cannotBlock } = require('./host')
 
 const { viewOf, heldByThisThread, acquireBlocking, acquireAsync, release } = lockInternal
 
@@ -180,11 +181,16 @@ function runBlocking (ta, lta, fn, timeout) {
   if (heldByThisThread(lta)) {
     throw new DeadlockError('Once.run: this thread is already running this Once\'s fn (a runAsync of this thread is in progress); blocking would never end')
   }
+  // Where this thread may not block, it takes the lock only if that needs
+  // no wait (a wait of 0 ms), and otherwise throws.
   let status
   try {
-    status = acquireBlocking(lta, timeout)
+    status = acquireBlocking(lta, canBlock ? timeout : 0)
   } catch (e) {
-    if (e instanceof LockTimeoutError) throw new LockTimeoutError(`Once.run: another thread's fn did not finish within ${timeout} ms`)
+    if (e instanceof LockTimeoutError) {
+      if (!canBlock) throw cannotBlock('Once.run')
+      throw new LockTimeoutError(`Once.run: another thread's fn did not finish within ${timeout} ms`)
+    }
     if (e instanceof DeadlockError) throw new DeadlockError('Once.run: a runAsync of this thread is waiting for this Once; blocking would never end')
     throw e
   }

@@ -4,6 +4,8 @@
 // lock held or a waiter queued.
 const { types } = require('util')
 const { performance } = require('perf_hooks')
+const { hasAtomics } = require('./host')
+const { AtomicsUnavailableError } = require('./errors')
 
 const now = () => performance.now()
 
@@ -16,8 +18,12 @@ function show (value) {
 }
 
 // An Int32Array of `bytes / 4` elements at `byteOffset` of `buffer`, or over
-// a fresh SharedArrayBuffer when `buffer` is undefined.
+// a fresh SharedArrayBuffer when `buffer` is undefined. Every primitive is
+// made here: in a runtime without Atomics (lib/host.js), none can be.
 function sharedView (what, buffer, byteOffset, bytes) {
+  if (!hasAtomics) {
+    throw new AtomicsUnavailableError(`${what}: this runtime has no Atomics (node --no-harmony-atomics?), which every primitive needs; wait, notify and waitAsync work without it`)
+  }
   if (buffer === undefined) {
     if (byteOffset !== undefined && byteOffset !== 0) {
       throw new TypeError(`${what}: a byteOffset needs a buffer`)

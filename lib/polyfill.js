@@ -31,6 +31,7 @@
 const path = require('path')
 const workerThreads = require('worker_threads')
 const futex = require('./futex')
+const { Atomics, hasAtomics } = require('./host')
 
 const { lookup, toIndex, toCount, notifyConverted } = futex.internal
 
@@ -88,6 +89,8 @@ function defineMethod (name, fn) {
 function install (options) {
   const force = !!(options && options.force)
   const workers = !(options && options.workers === false)
+  // No Atomics in this runtime (lib/host.js): nothing to install on.
+  if (!hasAtomics) return false
   if (state !== null) {
     if (force) state.force = true
     if (workers && !state.workers) wrapWorker()

@@ -54,6 +54,7 @@
 //            unlock would, the next owner told OWNER_DIED once; a reader that ends
 //            holding a read lock is forgotten (its slot counts as empty)
 const binding = require('./native')
+const { Atomics, checkCanBlock } = require('./host')
 const held = require('./held')
 const { protocolAsync, cancelAsync, threadId } = require('./futex').internal
 const { now, sharedView, timeoutOf, asyncOptions, callbackOf } = require('./options')
@@ -367,6 +368,7 @@ class RwLock {
   /** Blocks until a read lock is held: ACQUIRED or OWNER_DIED. */
   read (timeout) {
     const t = timeout === undefined ? Infinity : timeoutOf('RwLock.read', timeout)
+    checkCanBlock('RwLock.read')
     const ta = this[VIEW]
     if (readNow(ta) || readSpin(ta)) return ACQUIRED
     return waited(binding.rwReadWait(ta, STATE, ME, t), 'RwLock.read', t)
@@ -387,6 +389,7 @@ class RwLock {
   /** Blocks until the write lock is held: ACQUIRED or OWNER_DIED. */
   write (timeout) {
     const t = timeout === undefined ? Infinity : timeoutOf('RwLock.write', timeout)
+    checkCanBlock('RwLock.write')
     const ta = this[VIEW]
     let r = writeNow(ta)
     if (r === HELD) return ACQUIRED

@@ -31,6 +31,7 @@
 // Permits have no owner: a thread that dies holding one does not give it
 // back (unlike AsyncLock, which recovers a dead owner's lock).
 const binding = require('./native')
+const { Atomics, checkCanBlock } = require('./host')
 const held = require('./held')
 const acquiring = require('./acquire')
 const { semaphoreAsync } = require('./futex').internal
@@ -138,6 +139,7 @@ class Semaphore {
   /** Blocks until a permit is taken; throws LockTimeoutError after `timeout` ms. */
   acquire (timeout) {
     const t = timeoutOf('Semaphore.acquire', timeout)
+    checkCanBlock('Semaphore.acquire')
     const ta = this[VIEW]
     if (tryTake(ta) || spinTake(ta)) return
     if (t === 0 || binding.semaphoreWait(ta, WORD, t) === TIMED_OUT) {

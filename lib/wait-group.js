@@ -30,6 +30,7 @@
 // Wake-ups are broadcasts, so a waiter that leaves by timeout or abort
 // after consuming one takes nothing from anyone.
 const futex = require('./futex')
+const { Atomics, checkCanBlock } = require('./host')
 const { runBlocking, runAsync } = require('./driver')
 const { NegativeCounterError, abortError } = require('./errors')
 const { deadlineOf, timeLeft, show, sharedView, timeoutOf, asyncOptions } = require('./options')
@@ -136,6 +137,7 @@ class WaitGroup {
   /** Blocks until the counter is (or becomes) zero: true; false after `timeout` ms. */
   wait (timeout) {
     const t = timeoutOf('WaitGroup.wait', timeout)
+    checkCanBlock('WaitGroup.wait')
     const ta = this[VIEW]
     const epoch = Atomics.load(ta, EPOCH)
     if (Atomics.load(ta, COUNT) === 0) return true

@@ -65,24 +65,36 @@ pub(crate) fn deadline(ms: f64) -> Option<Instant> {
 }
 
 /// Whether this thread may still run JavaScript. Once `worker.terminate()` or
-/// `process.exit()` has started, property access on the global fails.
+/// `process.exit()` has started, Node's env can no longer call into
+/// JavaScript, and every N-API call that could run JavaScript fails with
+/// `napi_pending_exception` before doing anything (`NAPI_PREAMBLE` in Node's
+/// `js_native_api_v8.cc`, checking `can_call_into_js()`).
+///
+/// The probe is one such call that runs no JavaScript, and so nothing a user
+/// can intercept: `napi_has_own_property` on an empty object made here, with
+/// a key made here. An own-property lookup on an ordinary object calls no
+/// getter, no Proxy trap, and does not walk the prototype chain. (Reading a
+/// property of the global, as an earlier probe did, ran a getter installed
+/// there, and a throw from it ended the wait.)
 ///
 /// The handles the probe creates live in a scope of its own: a `wait` that
 /// blocks for a day probes about two million times inside one N-API call,
 /// whose own scope would otherwise keep every one of them until it returns.
 pub(crate) fn js_alive(env: sys::napi_env) -> bool {
     // SAFETY: `env` is the live env of the N-API call this runs inside; the
-    // scope is closed on every path after being opened; the property name is
-    // a NUL-terminated literal; out-pointers are locals.
+    // scope is closed on every path after being opened; the key is a
+    // literal of 5 bytes; out-pointers are locals.
     unsafe {
         let mut scope = ptr::null_mut();
         if sys::napi_open_handle_scope(env, &mut scope) != sys::Status::napi_ok {
             return false;
         }
-        let mut global = ptr::null_mut();
-        let mut value = ptr::null_mut();
-        let alive = sys::napi_get_global(env, &mut global) == sys::Status::napi_ok
-            && sys::napi_get_named_property(env, global, c"Atomics".as_ptr(), &mut value) == sys::Status::napi_ok;
+        let mut object = ptr::null_mut();
+        let mut key = ptr::null_mut();
+        let mut has = false;
+        let alive = sys::napi_create_object(env, &mut object) == sys::Status::napi_ok
+            && sys::napi_create_string_latin1(env, c"alive".as_ptr(), 5, &mut key) == sys::Status::napi_ok
+            && sys::napi_has_own_property(env, object, key, &mut has) == sys::Status::napi_ok;
         sys::napi_close_handle_scope(env, scope);
         alive
     }
