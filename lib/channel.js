@@ -34,6 +34,7 @@
 // before taking the message, leaves no one asleep for ever (docs/channel.md).
 const v8 = require('v8')
 const { types } = require('util')
+const { Atomics, checkCanBlock } = require('./host')
 const { AsyncLock } = require('./lock')
 const { Condition } = require('./condition')
 const {
@@ -373,6 +374,7 @@ class Channel {
     const s = this[STATE]
     const timeout = optionsOf('Channel.send', options)
     const msg = encode(s, value, 'Channel.send')
+    checkCanBlock('Channel.send')
     blocking(s, 'Channel.send', timeout, s.notFull, put, msg)
     s.notEmpty.notifyOne()
   }
@@ -381,6 +383,7 @@ class Channel {
   recv (options) {
     const s = this[STATE]
     const timeout = optionsOf('Channel.recv', options)
+    checkCanBlock('Channel.recv')
     const out = blocking(s, 'Channel.recv', timeout, s.notEmpty, take)
     return decode(s, out)
   }

@@ -18,6 +18,7 @@ const v8 = require('v8')
 const { Worker } = require('worker_threads')
 const { fileURLToPath } = require('url')
 const { Channel } = require('./channel')
+const { checkCanBlock } = require('./host')
 const { isThreadAlive } = require('./futex').internal
 const { SyncCallTimeoutError, SyncWorkerError, ChannelTimeoutError } = require('./errors')
 const { show, timeoutOf, deadlineOf, timeLeft } = require('./options')
@@ -195,6 +196,7 @@ function createSyncFn (workerPath, options) {
   }
 
   return function syncFn (...args) {
+    checkCanBlock('createSyncFn')
     if (gone !== null) throw fail()
     if (worker === null) start()
     const id = ++lastId
