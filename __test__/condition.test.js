@@ -222,14 +222,15 @@ describe('Condition', () => {
     const p = cond.waitAsync(lock)
     await until(() => sleepers(cond) === 1, 'the waiter to sleep')
     lock.lock() // the relock will wait for this
-    assert.strictEqual(cond.notifyOne(), 1)
+    const notified = cond.notifyOne()
     await until(() => waiters(lock) === 1, 'the relock to queue')
     // Delivered, not relocked yet: on record, for the thread's teardown.
-    assert.strictEqual(internal.diagnostics().relocking, 1)
+    const relocking = internal.diagnostics().relocking
     lock.unlock()
-    assert.strictEqual(await p, 'ok')
-    assert.strictEqual(internal.diagnostics().relocking, 0)
+    const r = await p
+    const relockingAfter = internal.diagnostics().relocking
     lock.unlock()
+    assert.deepStrictEqual({ notified, relocking, r, relockingAfter }, { notified: 1, relocking: 1, r: 'ok', relockingAfter: 0 })
   })
 
   test('bad input', async () => {
