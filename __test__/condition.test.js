@@ -252,9 +252,10 @@ describe('Condition', () => {
 })
 
 // A notify's wake-up must not be lost with a thread stopped before its wait
-// is over (docs/lock.md, "A stopping waiter"): worker A, woken first, is
-// terminated at the point each case names; worker B, asleep behind it, must
-// get the wake-up ('ok', not its 10 s timeout). fixtures/condition-waker-dies.js.
+// is over (docs/lock.md, "A woken sleeper whose thread stops"): worker A,
+// woken first, is terminated at the point each case names; worker B, asleep
+// behind it, must get the wake-up ('ok', not its 10 s timeout).
+// fixtures/condition-waker-dies.js.
 describe('Condition: a woken waiter whose thread stops passes the wake-up on (child processes)', () => {
   const HARD_TIMEOUT = 40000
   const CASES = [

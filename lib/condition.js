@@ -25,12 +25,13 @@
 // in a loop. wait always returns with the lock held again, also on timeout,
 // abort, or when the relock finds the previous owner dead.
 //
-// A notify's wake-up is not lost with a thread that stops before its wait is
-// over (docs/lock.md, "A stopping waiter"): the blocking wait sleeps and
-// relocks in one native call, which passes a wake-up it took on to the next
-// sleeper if the thread stops anywhere inside; an async wait's wake-up stays
-// on its thread's native record from its delivery until the relock is done
-// (conditionRelocked), and the thread's teardown passes on what is recorded.
+// A notify's wake-up is not lost with a thread that stops before its wait
+// is over (docs/lock.md, "A woken sleeper whose thread stops"): the blocking
+// wait sleeps and relocks in one native call, which passes a wake-up it
+// took on to the next sleeper if the thread stops anywhere inside; an async
+// wait's wake-up stays on its thread's native record from its delivery
+// until the relock is done (conditionRelocked), and the thread's teardown
+// passes on what is recorded.
 const binding = require('./native')
 const { conditionAsync, conditionRelocked, cancelAsync } = require('./futex').internal
 const { internal: lockInternal } = require('./lock')
