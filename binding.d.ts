@@ -30,20 +30,41 @@ export declare function cancelAsync(ta: unknown, index: number, seq: number): bo
 export declare function conditionNotify(ta: unknown, index: number, count: number): number
 
 /**
- * Blocks while the condition word `ta[index]` holds the sequence `seen`
- * (as read, with or without the waiters bit), until notified or `timeout`
- * ms pass. Returns 0 (notified, or the sequence had moved on) or 1 (timed out).
+ * The async sleeper woken on the condition word `ta[index]` of the copy of
+ * the JavaScript layer that names its waiters with `slot` (any slot of
+ * it) is done with its wake-up: it relocked (`pass_on` false), or it gives
+ * the wake-up up (`pass_on` true: aborted, or its relock failed), which
+ * then wakes the next sleeper. Takes the wake-up off that copy's record
+ * (see `resolver`). Returns whether one was on record.
  */
-export declare function conditionWait(ta: unknown, index: number, seen: number, timeout: number): number
+export declare function conditionRelocked(ta: unknown, index: number, slot: number, passOn: boolean): boolean
 
 /**
  * Queues an async waiter in `slot` of this thread's table if the condition
  * word `ta[index]` still holds the sequence `seen`, and returns its sequence
  * number (0: the sequence moved on, nothing is queued). Its promise then
  * settles with 'ok' (notified) or 'timed-out'. The JS layer keeps `ta`
- * alive while the waiter is queued.
+ * alive while the waiter is queued. A notify's wake-up stays on this
+ * thread's record from its delivery until `conditionRelocked`.
  */
 export declare function conditionWaitAsync(ta: unknown, index: number, seen: number, timeout: number, slot: number): number
+
+/**
+ * `Condition.wait` after the caller released the lock word `lta[lindex]`:
+ * blocks while the condition word `ta[index]` holds the sequence `seen`,
+ * until notified or `timeout` ms pass, then retakes the lock for thread
+ * `me` (an owner id), without deadline, in the same call. Returns
+ * `relock · 2 + timed_out`, `relock` being 0 acquired, 1 acquired from a
+ * dead owner, 2 interrupted (the thread is stopping: nothing is held, and
+ * a wake-up it took went to the next sleeper), 3 the lock is held by `me`
+ * already (the wake-up went on too).
+ *
+ * One call, so that a thread stopped anywhere between its wake-up and the
+ * end of its relock passes the wake-up on (`RawCondvar::wait_relock`):
+ * with the relock as a second call, a stop inside it, or between the two,
+ * lost the wake-up.
+ */
+export declare function conditionWaitRelock(ta: unknown, index: number, seen: number, timeout: number, lta: unknown, lindex: number, me: number): number
 
 export declare function diagnostics(): Diagnostics
 
@@ -67,6 +88,11 @@ export interface Diagnostics {
    * plus waiters checking their value right now.
    */
   presence: number
+  /**
+   * Condition wake-ups delivered to async sleepers whose relock is not
+   * done yet (kept on record by their thread).
+   */
+  relocking: number
 }
 
 /**

@@ -371,6 +371,22 @@ describe('Atomics.Mutex shape: across threads and owner death', () => {
     assert.strictEqual(Mutex.lock(m, (info) => info.ownerDied), true)
     assert.strictEqual(Mutex.lock(m, (info) => info.ownerDied), false)
   })
+
+  // fixtures/atomics-mutex-relock-owner-died.js: tasks of the main thread
+  // wait in Condition.waitAsync(cv, mutex) inside Mutex.lockAsync; a worker
+  // locks, notifies and is terminated holding the mutex. The task whose
+  // relock took the mutex over (the first to resume) is told; the next one,
+  // which got it from that task, is not.
+  for (const [mode, what] of [['two-tasks', 'two waiting tasks'], ['lock-between', 'another task locked and unlocked meanwhile']]) {
+    test(`Condition.waitAsync(cv, mutex) whose relock takes over a dead owner's mutex tells the task that waited (${what})`, { timeout: 50000 }, async () => {
+      const r = await runChild([path.join(__dirname, 'fixtures', 'atomics-mutex-relock-owner-died.js'), mode], { timeoutMs: 40000 })
+      const shown = '\n' + transcript(r)
+      assert.ok(!r.timedOut && r.code === 0 && r.result, shown)
+      const { resumed } = r.result
+      assert.deepStrictEqual(resumed.map(([name]) => name).sort(), mode === 'two-tasks' ? ['A', 'B'] : ['A'], shown)
+      assert.deepStrictEqual(resumed.map(([, ownerDied]) => ownerDied), mode === 'two-tasks' ? [true, false] : [true], shown)
+    })
+  }
 })
 
 describe('Atomics.Mutex shape against V8\'s own (node --harmony-struct)', () => {

@@ -1,13 +1,17 @@
 'use strict'
 // Condition with an AsyncLock: blocking and async waits, timeouts, notifyOne
 // versus notifyAll, abort (including an abort that races a notify: the
-// wake-up must reach the next waiter), the relock after a dead owner, and
-// input validation.
+// wake-up must reach the next waiter), the relock after a dead owner, a
+// woken waiter whose thread stops before its wait is over (child
+// processes), and input validation.
 const assert = require('assert')
+const path = require('path')
 const { test, describe } = require('./harness')
 const { AsyncLock, Condition, OWNER_DIED } = require('..')
 const binding = require('../lib/native')
+const { internal } = require('../lib/futex')
 const { cells, waiters, sleepers, handle, startWorker, until } = require('./fixtures/lock-util')
+const { runChild, transcript } = require('./util')
 
 const HAS_ABORT = typeof AbortController === 'function'
 const MAIN = 1
@@ -160,6 +164,8 @@ describe('Condition', () => {
     const r = await w.next('result')
     assert.strictEqual(r.seen, 1)
     await w.exit
+    // The wake-up left the thread's record of relocks owed when it was passed on.
+    assert.strictEqual(internal.diagnostics().relocking, 0)
   })
 
   test('when the relock finds the lock\'s owner dead, wait reports owner-died', async () => {
@@ -209,6 +215,24 @@ describe('Condition', () => {
     })
   }
 
+  test('a notified async waiter is off its thread\'s record once it has relocked', async () => {
+    const lock = new AsyncLock()
+    const cond = new Condition()
+    lock.lock()
+    const p = cond.waitAsync(lock)
+    await until(() => sleepers(cond) === 1, 'the waiter to sleep')
+    lock.lock() // the relock will wait for this
+    const notified = cond.notifyOne()
+    await until(() => waiters(lock) === 1, 'the relock to queue')
+    // Delivered, not relocked yet: on record, for the thread's teardown.
+    const relocking = internal.diagnostics().relocking
+    lock.unlock()
+    const r = await p
+    const relockingAfter = internal.diagnostics().relocking
+    lock.unlock()
+    assert.deepStrictEqual({ notified, relocking, r, relockingAfter }, { notified: 1, relocking: 1, r: 'ok', relockingAfter: 0 })
+  })
+
   test('bad input', async () => {
     assert.throws(() => new Condition(new ArrayBuffer(8)), TypeError)
     assert.throws(() => new Condition(new SharedArrayBuffer(8), 4), RangeError)
@@ -225,4 +249,31 @@ describe('Condition', () => {
     lock.unlock()
     assert.strictEqual(waitersCell(cond), 0)
   })
+})
+
+// A notify's wake-up must not be lost with a thread stopped before its wait
+// is over (docs/lock.md, "A woken sleeper whose thread stops"): worker A,
+// woken first, is terminated at the point each case names; worker B, asleep
+// behind it, must get the wake-up ('ok', not its 10 s timeout).
+// fixtures/condition-waker-dies.js.
+describe('Condition: a woken waiter whose thread stops passes the wake-up on (child processes)', () => {
+  const HARD_TIMEOUT = 40000
+  const CASES = [
+    ['blocking', 'wait(): terminated while its relock waits for the lock'],
+    ['async-queued', 'waitAsync(): terminated while its relock is queued'],
+    ['async-handed', 'waitAsync(): terminated after its relock was given the lock, before delivery'],
+    ['async-delivered', 'waitAsync(): terminated after the wake-up was delivered, before its relock started'],
+    ['async-undelivered', 'waitAsync(): terminated before the wake-up was delivered']
+  ]
+  for (const [mode, what] of CASES) {
+    test(what, { timeout: HARD_TIMEOUT + 10000 }, async () => {
+      const r = await runChild([path.join(__dirname, 'fixtures', 'condition-waker-dies.js'), mode], { timeoutMs: HARD_TIMEOUT })
+      const shown = '\n' + transcript(r)
+      assert.ok(!r.timedOut && r.code === 0 && r.result, shown)
+      assert.strictEqual(r.result.notified, 1, shown)
+      assert.strictEqual(r.result.second, 'ok', `the sleeper behind got the wake-up${shown}`)
+      assert.strictEqual(r.result.lockWord, 0, `nothing holds the lock${shown}`)
+      assert.strictEqual(r.result.relocking, 0, `no wake-up left on record${shown}`)
+    })
+  }
 })

@@ -39,7 +39,8 @@ describe('memory: nothing kept after its owner is gone (child processes)', () =>
       resolvers: 0, // the main thread never queued an async waiter
       timerEntries: 0,
       deadThreadRanges: 1, // 24 ended threads, ids 1 to 24: one range
-      presence: 0 // no address is left marked as waited on
+      presence: 0, // no address is left marked as waited on
+      relocking: 0 // no condition wake-up on record for a relock
     }, transcript(r))
   })
 

@@ -30,7 +30,10 @@
 // took the lock over from a thread that died holding it (TOKEN_DIED). A
 // Mutex records what holds it on this thread (HOLDER: a token, or the info
 // object a callback form passes to its callback), so that a Condition wait
-// whose relock finds a dead owner can say so to the holder.
+// whose relock finds a dead owner can say so to the holder. A wait takes the
+// holder with it: the mutex is not held while it sleeps (other tasks of the
+// thread may lock it meanwhile), and the relock makes that holder the
+// mutex's again and tells it, not whichever task held the mutex last.
 const { AsyncLock, internal: lockInternal } = require('./lock')
 const { Condition: LockCondition } = require('./condition')
 const { deadlineOf, timeLeft, show, sharedView, DISPOSE } = require('./options')
@@ -120,12 +123,34 @@ function release (m, holder) {
   m[LOCK].unlock()
 }
 
-// A Condition relock took the mutex over from a dead thread: tell its holder.
-function ownerDied (m) {
+// Around a Condition wait on m, which this thread holds: the holder leaves
+// with the wait (leave returns it), and comes back with the relock
+// (relocked), told if the relock took m over from a dead thread.
+function leave (m) {
   const h = m[HOLDER]
-  if (h === undefined) return
-  if (isToken(h)) h[TOKEN_DIED] = true
-  else h.ownerDied = true
+  m[HOLDER] = undefined
+  return h
+}
+
+function relocked (m, holder, status) {
+  m[HOLDER] = holder
+  if (status !== OWNER_DIED || holder === undefined) return
+  if (isToken(holder)) holder[TOKEN_DIED] = true
+  else holder.ownerDied = true
+}
+
+// The blocking Condition.wait of `holder`, which holds m: 'ok', 'timed-out'
+// or OWNER_DIED (and then `holder` is told). `holder` is m's holder again
+// afterwards, also if the wait throws.
+function waitHolding (c, m, holder, timeout) {
+  leave(m)
+  let r
+  try {
+    r = c.wait(m[LOCK], timeout)
+  } finally {
+    relocked(m, holder, r)
+  }
+  return r
 }
 
 // lock(timeout) that answers ~deadlock~ with the proposal's TypeError and a
@@ -344,13 +369,11 @@ class Condition {
       const t = timeout === undefined ? Infinity : millisOf(what, timeout)
       ownedByThisThread(what, mutexOrToken)
       checkCanBlock(what)
-      const r = c.wait(mutexOrToken[LOCK], t)
-      if (r === OWNER_DIED) ownerDied(mutexOrToken)
-      return r !== 'timed-out'
+      return waitHolding(c, mutexOrToken, mutexOrToken[HOLDER], t) !== 'timed-out'
     }
     const token = lockedToken(what, mutexOrToken)
     checkCanBlock(what)
-    if (c.wait(token[TOKEN_MUTEX][LOCK]) === OWNER_DIED) token[TOKEN_DIED] = true
+    waitHolding(c, token[TOKEN_MUTEX], token, Infinity)
     return undefined
   }
 
@@ -366,7 +389,7 @@ class Condition {
     const t = millisOf(what, timeout)
     if (predicate !== undefined) callbackOf(what, predicate)
     checkCanBlock(what)
-    const lock = token[TOKEN_MUTEX][LOCK]
+    const m = token[TOKEN_MUTEX]
     const deadline = deadlineOf(t)
     let satisfied = false
     for (;;) {
@@ -374,9 +397,7 @@ class Condition {
       if (satisfied) return true
       const remaining = timeLeft(deadline)
       if (remaining <= 0) return false
-      const r = c.wait(lock, remaining)
-      if (r === OWNER_DIED) token[TOKEN_DIED] = true
-      satisfied = r !== 'timed-out'
+      satisfied = waitHolding(c, m, token, remaining) !== 'timed-out'
     }
   }
 
@@ -411,11 +432,14 @@ class Condition {
     const m = isToken(mutexOrToken) ? lockedToken(what, mutexOrToken)[TOKEN_MUTEX] : mutexOf(what, mutexOrToken)
     const t = timeout === undefined ? Infinity : millisOf(what, timeout)
     ownedByThisThread(what, m)
+    // The task that waits: the token it passed, or the mutex's holder now.
+    const holder = isToken(mutexOrToken) ? mutexOrToken : m[HOLDER]
+    leave(m)
     return c.waitAsync(m[LOCK], { timeout: t }).then((r) => {
-      if (r === OWNER_DIED) {
-        if (isToken(mutexOrToken)) mutexOrToken[TOKEN_DIED] = true
-        else ownerDied(m)
-      }
+      relocked(m, holder, r)
+    }, (e) => {
+      relocked(m, holder, undefined)
+      throw e
     })
   }
 

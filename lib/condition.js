@@ -24,20 +24,32 @@
 // waiter's wake-up, a notify that raced with the unlock): check the predicate
 // in a loop. wait always returns with the lock held again, also on timeout,
 // abort, or when the relock finds the previous owner dead.
+//
+// A notify's wake-up is not lost with a thread that stops before its wait
+// is over (docs/lock.md, "A woken sleeper whose thread stops"): the blocking
+// wait sleeps and relocks in one native call, which passes a wake-up it
+// took on to the next sleeper if the thread stops anywhere inside; an async
+// wait's wake-up stays on its thread's native record from its delivery
+// until the relock is done (conditionRelocked), and the thread's teardown
+// passes on what is recorded.
 const binding = require('./native')
 const { Atomics, checkCanBlock } = require('./host')
-const { conditionAsync, cancelAsync } = require('./futex').internal
+const { conditionAsync, conditionRelocked, cancelAsync } = require('./futex').internal
 const { internal: lockInternal } = require('./lock')
-const { OWNER_DIED, LockOwnershipError, abortError } = require('./errors')
+const { ACQUIRED, OWNER_DIED, LockOwnershipError, DeadlockError, abortError } = require('./errors')
 const { sharedView, timeoutOf, asyncOptions } = require('./options')
 
-const { viewOf, heldByThisThread, acquireBlocking, acquireAsync, release } = lockInternal
+const { viewOf, heldByThisThread, acquireBlocking, acquireAsync, release, WORD, ME } = lockInternal
 
 const SEQ = 0
 const W = 1
 const VIEW = Symbol('Condition view')
 const FOREVER = Object.freeze({ timeout: Infinity, signal: undefined })
-const TIMED_OUT = 1 // code of the addon's conditionWait (src/condition.rs)
+// conditionWaitRelock's answer (src/condition.rs): relock · 2 + timed out.
+const SLEPT_TIMED_OUT = 1
+const RELOCK_STATUS = [ACQUIRED, OWNER_DIED]
+const RELOCK_INTERRUPTED = 2
+const RELOCK_DEADLOCK = 3
 
 function checkHeld (lta, what) {
   if (!heldByThisThread(lta)) throw new LockOwnershipError(`${what}: the lock must be held by this thread`)
@@ -46,18 +58,16 @@ function checkHeld (lta, what) {
 // Whether SEQ still holds the sequence `seen` was read with.
 const unchanged = (ta, seen) => ((Atomics.load(ta, SEQ) ^ seen) & ~W) === 0
 
-// Wakes up to `count` sleepers if W says there are any.
-function wake (ta, count) {
-  return (Atomics.load(ta, SEQ) & W) !== 0 ? binding.conditionNotify(ta, SEQ, count) : 0
-}
-
-// One async sleep on SEQ: 'ok', 'timed-out' or 'aborted' (the signal fired
-// before the sleep ended). A wake-up taken while being aborted goes to the
-// next sleeper: a notifyOne must not vanish with an aborted waiter.
+// One async sleep on SEQ: 'ok' (a notify woke it: the wake-up is on this
+// thread's native record until the relock reports it done), 'moved' (the
+// sequence had moved on: no wake-up taken), 'timed-out' or 'aborted' (the
+// signal fired before the sleep ended). A wake-up taken while being aborted
+// goes to the next sleeper: a notifyOne must not vanish with an aborted
+// waiter.
 function sleep (ta, seen, timeout, signal) {
-  if (timeout === 0) return Promise.resolve(unchanged(ta, seen) ? 'timed-out' : 'ok')
+  if (timeout === 0) return Promise.resolve(unchanged(ta, seen) ? 'timed-out' : 'moved')
   const q = conditionAsync(ta, SEQ, seen, timeout)
-  if (q === 0) return Promise.resolve('ok')
+  if (q === 0) return Promise.resolve('moved')
   if (signal === undefined) return q.promise
   const onAbort = () => cancelAsync(ta, SEQ, q.token) // if still queued, it settles 'cancelled'
   signal.addEventListener('abort', onAbort)
@@ -67,8 +77,35 @@ function sleep (ta, seen, timeout, signal) {
   return q.promise.then((r) => {
     signal.removeEventListener('abort', onAbort)
     if (!signal.aborted) return r
-    if (r === 'ok') wake(ta, 1)
+    if (r === 'ok') conditionRelocked(ta, SEQ, true) // off the record, and on to the next sleeper
     return 'aborted'
+  })
+}
+
+// The relock after an async sleep that ended with `r` ('failed': the sleep
+// threw `error`): resolves with what waitAsync resolves with, once the lock
+// is held again. A notify's wake-up ('ok') leaves this thread's record then,
+// or goes on to the next sleeper if the relock fails (the caller gets the
+// error instead).
+function relock (ta, lta, r, signal, error) {
+  let relocking
+  try {
+    relocking = acquireAsync(lta, FOREVER, 'Condition.waitAsync')
+  } catch (e) {
+    relocking = Promise.reject(e)
+  }
+  return relocking.then((status) => {
+    if (r === 'ok') conditionRelocked(ta, SEQ, false)
+    // A dead owner's lock taken over is reported here, once, even if the
+    // signal fired or the sleep failed: the caller holds the lock and must
+    // repair the data.
+    if (status === OWNER_DIED) return OWNER_DIED
+    if (r === 'failed') throw error
+    if (r === 'aborted') throw abortError(signal)
+    return r === 'timed-out' ? r : 'ok'
+  }, (e) => {
+    if (r === 'ok') conditionRelocked(ta, SEQ, true)
+    throw e
   })
 }
 
@@ -97,10 +134,23 @@ class Condition {
     const ta = this[VIEW]
     const seen = Atomics.load(ta, SEQ)
     release(lta)
-    const timedOut = t === 0 ? unchanged(ta, seen) : binding.conditionWait(ta, SEQ, seen, t) === TIMED_OUT
-    const status = acquireBlocking(lta, Infinity)
+    if (t === 0) {
+      // No sleep, so no wake-up to lose: the lock's own relock.
+      const timedOut = unchanged(ta, seen)
+      if (acquireBlocking(lta, Infinity) === OWNER_DIED) return OWNER_DIED
+      return timedOut ? 'timed-out' : 'ok'
+    }
+    const r = binding.conditionWaitRelock(ta, SEQ, seen, t, lta, WORD, ME)
+    const relocked = r >>> 1
+    if (relocked === RELOCK_DEADLOCK) {
+      throw new DeadlockError('Condition.wait: an async acquisition of this thread is queued for the lock (or was just given it); relocking would never end')
+    }
+    // Interrupted: the thread is stopping and returns to no JavaScript,
+    // unless its liveness probe was wrong. Then the wake-up, if any, went
+    // on to the next sleeper (a spurious return here), and nothing is held.
+    const status = relocked === RELOCK_INTERRUPTED ? acquireBlocking(lta, Infinity) : RELOCK_STATUS[relocked]
     if (status === OWNER_DIED) return OWNER_DIED
-    return timedOut ? 'timed-out' : 'ok'
+    return (r & SLEPT_TIMED_OUT) !== 0 ? 'timed-out' : 'ok'
   }
 
   /**
@@ -136,17 +186,7 @@ class Condition {
     } catch (e) {
       slept = Promise.reject(e)
     }
-    const relock = (then) => acquireAsync(lta, FOREVER, 'Condition.waitAsync').then((status) => {
-      // A dead owner's lock taken over is reported here, once, even if the
-      // signal fired or the sleep failed: the caller holds the lock and must
-      // repair the data.
-      if (status === OWNER_DIED) return OWNER_DIED
-      return then()
-    })
-    return slept.then((r) => relock(() => {
-      if (r === 'aborted') throw abortError(signal)
-      return r
-    }), (e) => relock(() => { throw e }))
+    return slept.then((r) => relock(ta, lta, r, signal), (e) => relock(ta, lta, 'failed', signal, e))
   }
 
   /** Wakes one waiter; returns how many woke (0 or 1). */

@@ -372,6 +372,13 @@ function conditionAsync (ta, index, seen, timeout) {
   return parkAsync(ta, (slot) => binding.conditionWaitAsync(ta, index, seen, timeout, slot))
 }
 
+// A condition waiter of this copy, woken on ta[index] by a notify, is done
+// with the wake-up: relocked, or (passOn) giving it up to the next sleeper.
+// Takes it off the record that its thread's teardown would pass on.
+function conditionRelocked (ta, index, passOn) {
+  return binding.conditionRelocked(ta, index, copyBase, passOn)
+}
+
 // One step of an async acquisition of a protocol with two queues (the
 // reader-writer lock, src/rwlock.rs): `call(slot)` answers 0 or -1 (taken
 // now), or seq · 2 + q for a waiter queued in `slot` on ta[index + q].
@@ -486,6 +493,7 @@ module.exports = {
     lockAsync,
     semaphoreAsync,
     conditionAsync,
+    conditionRelocked,
     protocolAsync,
     cancelAsync,
     isThreadAlive: binding.isThreadAlive,

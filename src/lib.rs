@@ -338,6 +338,9 @@ pub struct Diagnostics {
     /// The sum of the wait table's presence counts: addresses with a queue,
     /// plus waiters checking their value right now.
     pub presence: u32,
+    /// Condition wake-ups delivered to async sleepers whose relock is not
+    /// done yet (kept on record by their thread).
+    pub relocking: u32,
 }
 
 #[napi(js_name = "diagnostics")]
@@ -350,5 +353,6 @@ pub fn diagnostics() -> Diagnostics {
         timer_entries: TIMER.pending() as u32,
         dead_thread_ranges: DEAD.lock().len() as u32,
         presence: TABLE.presence().iter().map(|c| c.get()).sum(),
+        relocking: resolver::RELOCKING.load(Relaxed) as u32,
     }
 }

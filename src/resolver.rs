@@ -33,7 +33,17 @@
 //! a dead thread's waiters are neither woken nor counted, and a wake-up that
 //! reached the batch but can no longer be delivered goes to the next waiter
 //! of its address.
+//!
+//! A condition variable's wake-up is not over when it is delivered: the
+//! woken `Condition.waitAsync` still has to retake its lock, in later steps
+//! of its thread (`lib/condition.js`). From the delivery until JavaScript
+//! reports the relock done (`conditionRelocked`), the resolver keeps the
+//! wake-up on record ([`Inner::relocking`]); [`close`] (the copy or its
+//! thread going away) passes on what is still recorded, so a thread stopped
+//! between its wake-up and the end of its relock does not take the wake-up
+//! with it.
 
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -44,12 +54,16 @@ use futex_core::{AsyncOutcome, Key, Owner};
 use napi::{sys, Result};
 use parking_lot::{Mutex, RwLock};
 
+use crate::condition::CONDVAR;
 use crate::{check, TABLE, TIMER};
 
 /// Completions waiting in batches for their thread, over all threads (diagnostics).
 pub static UNDELIVERED: AtomicUsize = AtomicUsize::new(0);
 /// Resolvers not yet dropped, over all threads (diagnostics).
 pub static RESOLVERS: AtomicUsize = AtomicUsize::new(0);
+/// Condition wake-ups delivered whose relock is not done yet, over all
+/// threads (diagnostics).
+pub static RELOCKING: AtomicUsize = AtomicUsize::new(0);
 
 /// Slots a copy of the JavaScript layer names its waiters by: the copy's
 /// index in its thread's list of copies above this many bits, the waiter's
@@ -68,6 +82,7 @@ pub struct Token(pub u64);
 impl Token {
     const KEEP_ALIVE: u64 = 1;
     const TIMED: u64 = 2;
+    const CONDITION: u64 = 1 << 62;
     const SLICED: u64 = 1 << 63;
 
     pub fn new(slot: u32, keep_alive: bool, timed: bool) -> Token {
@@ -97,6 +112,15 @@ impl Token {
     }
     pub fn is_sliced(self) -> bool {
         self.0 & Self::SLICED != 0
+    }
+    /// The same waiter, a condition variable's sleeper: once a notify's
+    /// wake-up is delivered to it, its thread keeps it on record until the
+    /// relock is done.
+    pub fn condition(self) -> Token {
+        Token(self.0 | Self::CONDITION)
+    }
+    pub fn is_condition(self) -> bool {
+        self.0 & Self::CONDITION != 0
     }
 }
 
@@ -157,6 +181,12 @@ struct Inner {
     /// callback) and weak otherwise, so that a copy nobody uses any more is
     /// collected and its resolver freed ([`copy_dropped`]). Null once deleted.
     deliver: sys::napi_ref,
+    /// Condition wake-ups delivered to this copy whose relock is not done
+    /// yet, by the condition word's address: how many. Entered when the
+    /// batch that holds them is taken for delivery, left when JavaScript
+    /// reports the relock done (or the wake-up given up and passed on);
+    /// [`close`] passes on the rest.
+    relocking: HashMap<Key, u32>,
 }
 
 impl Inner {
@@ -286,6 +316,20 @@ impl Owner for Resolver {
 }
 
 impl Resolver {
+    /// The relock after a condition wake-up delivered on `key` is done (or
+    /// the wake-up was given up): forget one of them. False if none was on
+    /// record. Must be called on the JS thread.
+    pub fn relocked(&self, key: Key) -> bool {
+        let mut inner = self.inner.lock();
+        let Some(n) = inner.relocking.get_mut(&key) else { return false };
+        *n -= 1;
+        if *n == 0 {
+            inner.relocking.remove(&key);
+        }
+        RELOCKING.fetch_sub(1, Ordering::Relaxed);
+        true
+    }
+
     /// A waiter of this thread was queued. Must be called on the JS thread,
     /// inside an N-API call.
     pub fn queued(&self, token: Token) {
@@ -316,6 +360,7 @@ impl Drop for Resolver {
     fn drop(&mut self) {
         let inner = self.inner.get_mut();
         UNDELIVERED.fetch_sub(inner.batch.len(), Ordering::Relaxed);
+        RELOCKING.fetch_sub(inner.relocking.values().map(|&n| n as usize).sum(), Ordering::Relaxed);
         RESOLVERS.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -367,6 +412,7 @@ pub unsafe fn init(env: sys::napi_env, deliver: sys::napi_value) -> Result<u32> 
             refed: true,
             pending: 0,
             deliver: ptr::null_mut(),
+            relocking: HashMap::new(),
         }),
     });
     RESOLVERS.fetch_add(1, Ordering::Relaxed);
@@ -464,6 +510,12 @@ fn outcome_code(token: Token, outcome: AsyncOutcome) -> u32 {
     }
 }
 
+/// Whether a delivered outcome is a notify's wake-up of a condition
+/// sleeper, which must relock before its wait is over.
+fn needs_relock(token: Token, outcome: AsyncOutcome) -> bool {
+    token.is_condition() && matches!(outcome, AsyncOutcome::Unparked(..))
+}
+
 /// Runs on the owning JS thread: hands the whole batch to `deliver`.
 unsafe extern "C" fn call_js(env: sys::napi_env, _js: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
     // A null env means Node is draining the queue of a closing function. It
@@ -488,6 +540,14 @@ unsafe extern "C" fn call_js(env: sys::napi_env, _js: sys::napi_value, context: 
             unsafe { sys::napi_get_reference_value(env, inner.deliver, &mut deliver) };
         }
         inner.add_pending(-(batch.len() as isize));
+        if !deliver.is_null() {
+            // Condition wake-ups go on record as they leave the batch (under
+            // the same lock): `close` passes on one or the other.
+            for &(key, _, _) in batch.iter().filter(|&&(_, token, outcome)| needs_relock(token, outcome)) {
+                *inner.relocking.entry(key).or_insert(0) += 1;
+                RELOCKING.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         batch
     };
     UNDELIVERED.fetch_sub(batch.len(), Ordering::Relaxed);
@@ -538,9 +598,13 @@ unsafe extern "C" fn call_js(env: sys::napi_env, _js: sys::napi_value, context: 
         {
             // `deliver` did not run: the env is going away (a terminated
             // worker can no longer run JavaScript). Its cleanup hook passes
-            // on nothing for these (they left the batch), so do it here.
-            for &(key, _, outcome) in &batch {
-                pass_on(key, outcome);
+            // on nothing for these (they left the batch), so do it here,
+            // except condition wake-ups: they are on record, and passed on
+            // from there.
+            for &(key, token, outcome) in &batch {
+                if !needs_relock(token, outcome) {
+                    pass_on(key, outcome);
+                }
             }
         }
     }
@@ -600,16 +664,25 @@ fn close(resolver: &Arc<Resolver>) {
         std::thread::yield_now();
     }
     // ...wake-ups this copy took but will never see go on to the next
-    // waiter, as do later ones (from notifiers that saw it alive)...
-    let batch = {
+    // waiter, as do later ones (from notifiers that saw it alive), and so do
+    // condition wake-ups it saw but whose relock it never finished...
+    let (batch, relocking) = {
         let mut inner = resolver.inner.lock();
         inner.closed = true;
         inner.drop_deliver();
-        std::mem::take(&mut inner.batch)
+        (std::mem::take(&mut inner.batch), std::mem::take(&mut inner.relocking))
     };
     UNDELIVERED.fetch_sub(batch.len(), Ordering::Relaxed);
     for (key, _, outcome) in batch {
         pass_on(key, outcome);
+    }
+    for (key, n) in relocking {
+        RELOCKING.fetch_sub(n as usize, Ordering::Relaxed);
+        // The word's memory may have no keeper left but this thread's heap:
+        // `pass_on` writes it only while a queued sleeper keeps it alive.
+        for _ in 0..n {
+            CONDVAR.pass_on(&TABLE, key);
+        }
     }
     // ...and no completion can reach the threadsafe function any more.
     let Tsfn(tsfn) = std::mem::replace(&mut *resolver.tsfn.write(), Tsfn(ptr::null_mut()));

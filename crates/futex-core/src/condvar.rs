@@ -31,10 +31,17 @@
 //! * **leave** ([`Protocol::left`]): a waiter that times out, is cancelled
 //!   or whose thread stops clears `W` if it was the last one queued.
 //! * **lost tokens** ([`Protocol::lost`]): a waiter whose thread stops after
-//!   being woken passes the wake-up on to the next waiter.
+//!   being woken passes the wake-up on to the next waiter
+//!   ([`RawCondvar::pass_on`]).
+//! * **relock** ([`RawCondvar::wait_relock`]): a blocking sleeper retakes its
+//!   lock in the same call, so that a thread stopping anywhere between the
+//!   wake-up and the end of the relock still passes the wake-up on. (An
+//!   async sleeper's relock is a later step of its thread; its owner keeps
+//!   the wake-up on record until then, see [`RawCondvar::pass_on`].)
 
 use std::time::{Duration, Instant};
 
+use crate::lock::{Acquired, OwnerState, RawLock};
 use crate::sync::Arc;
 use crate::sync::{AtomicU32, Ordering::SeqCst};
 use crate::table::{Key, Owner, Park, ParkToken, Protocol, Ticket, UnparkToken, WaitResult, WaitTable, TOKEN_NORMAL};
@@ -102,12 +109,96 @@ impl RawCondvar {
         interrupted: impl FnMut() -> bool,
     ) -> Waited {
         // SAFETY: the caller's duty.
-        let word = unsafe { word(key) };
-        match table.park(key, |_| Self::validate(word, seen), self.park_of(), || deadline, slice, interrupted) {
+        match unsafe { self.sleep(table, key, seen, deadline, slice, interrupted) } {
             WaitResult::TimedOut => Waited::TimedOut,
             WaitResult::Interrupted => Waited::Interrupted,
             _ => Waited::Ok,
         }
+    }
+
+    /// The sleep of [`wait`](Self::wait), as the table reports it:
+    /// [`WaitResult::Unparked`] when a notify woke the sleeper,
+    /// [`WaitResult::NotEqual`] when the sequence had moved on.
+    ///
+    /// # Safety
+    /// As [`wait`](Self::wait).
+    unsafe fn sleep(
+        &'static self,
+        table: &WaitTable,
+        key: Key,
+        seen: u32,
+        deadline: Option<Instant>,
+        slice: Duration,
+        interrupted: impl FnMut() -> bool,
+    ) -> WaitResult {
+        // SAFETY: the caller's duty.
+        let word = unsafe { word(key) };
+        table.park(key, |_| Self::validate(word, seen), self.park_of(), || deadline, slice, interrupted)
+    }
+
+    /// [`wait`](Self::wait), then retakes the lock at `lock_key` for `me`
+    /// (without deadline), as one operation: Rust std's `Condvar::wait`
+    /// after the caller released the lock. Returns how the sleep ended and
+    /// how the relock did.
+    ///
+    /// A wake-up is never lost with a stopping thread. If a notify woke this
+    /// sleeper and the thread stops before the relock is done, the wake-up
+    /// goes to the next sleeper of `key` ([`pass_on`](Self::pass_on)): when
+    /// the stop is seen during the sleep (the table passes it on), while the
+    /// relock waits (the relock's wait is interrupted, and hands on whatever
+    /// it was handed), or by one more look at `interrupted` once the relock
+    /// holds the lock (the lock is then given back, see
+    /// [`RawLock::give_back`]). Those cases return [`Acquired::Interrupted`]
+    /// (nothing is held), except a dead owner's lock that nobody was queued
+    /// for, which the stopping thread keeps ([`Acquired::OwnerDied`]: its
+    /// end is reported to the next locker). A relock that cannot end
+    /// ([`Acquired::Deadlock`]: the caller's own thread holds the lock)
+    /// passes the wake-up on too, since its caller gets an error instead of
+    /// a wake-up. A sleep that timed out or found the sequence moved on
+    /// consumed no wake-up: nothing is passed on.
+    ///
+    /// # Safety
+    /// `key` and `lock_key` are the addresses of live, 4-aligned words during
+    /// the call.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn wait_relock<D: Fn(u32) -> OwnerState + Sync + 'static>(
+        &'static self,
+        table: &WaitTable,
+        key: Key,
+        seen: u32,
+        deadline: Option<Instant>,
+        lock: &'static RawLock<D>,
+        lock_key: Key,
+        me: u32,
+        slice: Duration,
+        mut interrupted: impl FnMut() -> bool,
+    ) -> (Waited, Acquired) {
+        // SAFETY: the caller's duty.
+        let (waited, woken) = match unsafe { self.sleep(table, key, seen, deadline, slice, &mut interrupted) } {
+            // Stopped asleep: the table passed on a wake-up it had taken.
+            WaitResult::Interrupted => return (Waited::Interrupted, Acquired::Interrupted),
+            WaitResult::TimedOut => (Waited::TimedOut, false),
+            // The condition protocol waits for nobody's own waiter
+            // (`Protocol::waits_for_own`): a deadlock queued nothing, too.
+            WaitResult::NotEqual | WaitResult::Deadlock => (Waited::Ok, false),
+            WaitResult::Ok | WaitResult::Unparked(_) => (Waited::Ok, true),
+        };
+        // SAFETY: the caller's duty.
+        let mut got = unsafe { lock.lock(table, lock_key, me, Instant::now(), None, slice, &mut interrupted) };
+        // Whether the caller will act on the wake-up: it holds the lock and
+        // its thread is not stopping.
+        let mut used = matches!(got, Acquired::Acquired | Acquired::OwnerDied);
+        if used && interrupted() {
+            used = false;
+            // SAFETY: the caller's duty; `me` was just given the lock.
+            if !unsafe { lock.give_back(table, lock_key, me, got) } {
+                got = Acquired::Interrupted;
+            }
+        }
+        if woken && !used {
+            self.pass_on(table, key);
+        }
+        (waited, got)
     }
 
     /// Queues an async waiter of `owner` with the owner's `token` if the word
@@ -159,6 +250,30 @@ impl RawCondvar {
         }
         woken
     }
+
+    /// Passes on a wake-up that a sleeper of the word at `key` took but will
+    /// not act on (its thread stops before its wait is over): wakes the
+    /// oldest sleeper still queued there, if any. Returns whether one was
+    /// woken (if none is, nobody is left to miss the wake-up).
+    ///
+    /// Safe whether or not the caller keeps the word's memory alive: the
+    /// word is only written (clearing `W` with the last sleeper) while a
+    /// queued waiter pins it, and with nobody queued `W` is already clear. So a
+    /// thread's teardown can pass on the wake-ups of async sleepers that had
+    /// not finished relocking (the N-API layer's resolver keeps a record of
+    /// them from delivery until the relock is done).
+    pub fn pass_on(&self, table: &WaitTable, key: Key) -> bool {
+        table
+            .unpark_one_if(key, |r| {
+                r.unparked?;
+                if !r.have_more {
+                    // SAFETY: the sleeper being woken pins the memory (see `Protocol`).
+                    unsafe { word(key) }.fetch_and(!W, SeqCst);
+                }
+                Some(TOKEN_NORMAL)
+            })
+            .1
+    }
 }
 
 impl Protocol for RawCondvar {
@@ -170,7 +285,6 @@ impl Protocol for RawCondvar {
     }
 
     fn lost(&self, table: &WaitTable, key: Key, _token: UnparkToken) {
-        // SAFETY: the waiter that lost the token pins the memory (see `Protocol`).
-        unsafe { self.notify(table, key, 1) };
+        self.pass_on(table, key);
     }
 }

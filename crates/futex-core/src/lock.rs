@@ -326,6 +326,25 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawLock<D> {
         true
     }
 
+    /// Gives back the lock that `me` was just given by [`lock`](Self::lock)
+    /// (`got`: [`Acquired::Acquired`] or [`Acquired::OwnerDied`]) and will
+    /// not use, because its thread is stopping before it ran its critical
+    /// section: handed on as its unlock would, and a dead owner's lock with
+    /// the news still to be told (as [`Protocol::lost`] hands on a token).
+    /// With nobody queued, a dead owner's lock keeps naming `me`, whose
+    /// thread is ending: the next locker takes it over and is told. Returns
+    /// whether `me` still holds the lock (that case).
+    ///
+    /// # Safety
+    /// `key` is the address of a live, 4-aligned word during the call.
+    pub unsafe fn give_back(&self, table: &WaitTable, key: Key, me: u32, got: Acquired) -> bool {
+        // SAFETY: the caller's duty.
+        let word = unsafe { word(key) };
+        let kind = if got == Acquired::OwnerDied { TOKEN_OWNER_DIED } else { TOKEN_HANDOFF };
+        self.hand_on(table, key, word, me, kind);
+        owner_of(word.load(SeqCst)) == me
+    }
+
     /// Releases the lock `from` holds: wakes the oldest waiter, and hands the
     /// lock to it (with `kind`) if it waited long enough, or always for an
     /// owner-died handoff (the news must reach someone); otherwise the lock

@@ -1285,6 +1285,119 @@ fn condvar_notify_to_a_stopping_sleeper_is_passed_on() {
     });
 }
 
+/// A blocking `Condition.wait` with its relock (`RawCondvar::wait_relock`)
+/// by `me`, with the lock at `lock_word`, stopping once `stop` is set. If it
+/// returns holding the lock, it does what a caller's predicate loop does
+/// with a wake-up it used: unlocks and notifies once more, so that the
+/// other sleeper is never left waiting for a notify nobody makes.
+fn sleeper_relocking(
+    table: Arc<WaitTable>,
+    cond: &'static AtomicU32,
+    lock: &'static Lock,
+    lock_word: &'static AtomicU32,
+    me: u32,
+    stop: Option<&'static loom::sync::atomic::AtomicBool>,
+) -> loom::thread::JoinHandle<(Waited, Acquired)> {
+    loom::thread::spawn(move || {
+        let interrupted = || stop.is_some_and(|s| s.load(SeqCst));
+        // SAFETY: the words are leaked.
+        let r = unsafe {
+            CONDVAR.wait_relock(
+                &table,
+                key(cond),
+                0,
+                None,
+                lock,
+                key(lock_word),
+                me,
+                Duration::from_secs(1),
+                interrupted,
+            )
+        };
+        if matches!(r.1, Acquired::Acquired | Acquired::OwnerDied) {
+            assert_eq!(lock_word.load(SeqCst) >> 1, me, "the word names the thread told it holds the lock");
+            js_unlock(lock, &table, lock_word, me);
+            js_notify(&table, cond, 1);
+        }
+        r
+    })
+}
+
+/// JavaScript's unlock: the uncontended compare-exchange, else the addon.
+fn js_unlock(lock: &'static Lock, table: &WaitTable, word: &'static AtomicU32, me: u32) {
+    if word.compare_exchange(me << 1, 0, SeqCst, SeqCst).is_err() {
+        assert!(unlock(lock, table, word, me));
+    }
+}
+
+/// Two sleepers, A (oldest) and B; the notifier holds the lock, wakes one,
+/// and A's thread is stopped while A's relock waits for that lock. The
+/// wake-up A took must reach B, which must not be left asleep; A holds
+/// nothing, and both words' waiters bits are exact.
+#[test]
+fn condvar_relock_of_a_stopping_sleeper_passes_the_wakeup_on() {
+    model("condvar_relock_of_a_stopping_sleeper_passes_the_wakeup_on", || {
+        let (lock, lock_word, _, table) = held_by_a(false);
+        let cond: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+        let stop: &'static loom::sync::atomic::AtomicBool =
+            Box::leak(Box::new(loom::sync::atomic::AtomicBool::new(false)));
+        let a = sleeper_relocking(table.clone(), cond, lock, lock_word, B, Some(stop));
+        while table.len(key(cond)) < 1 {
+            loom::thread::yield_now();
+        }
+        let b = sleeper_relocking(table.clone(), cond, lock, lock_word, W, None);
+        while table.len(key(cond)) < 2 {
+            loom::thread::yield_now();
+        }
+        assert_eq!(js_notify(&table, cond, 1), 1);
+        // A, woken, waits for the lock the notifier (thread A = 1) holds.
+        while table.len(key(lock_word)) < 1 {
+            loom::thread::yield_now();
+        }
+        stop.store(true, SeqCst);
+        js_unlock(lock, &table, lock_word, A);
+        assert_eq!(a.join().unwrap(), (Waited::Ok, Acquired::Interrupted));
+        assert_eq!(b.join().unwrap(), (Waited::Ok, Acquired::Acquired));
+        assert_eq!(lock_word.load(SeqCst), 0);
+        assert_waiting_matches(cond, &table);
+        assert_c_matches_queue(lock_word, &table);
+    });
+}
+
+/// The lock is free; A is woken and its thread is stopped at any point of
+/// its wake-up and relock (seen by the table as it wakes, by the relock, or
+/// only once the relock holds the lock, which is then given back). Either
+/// A returns holding the lock (the stop came too late: it used the
+/// wake-up, and notifies again), or B gets the wake-up A passed on. B is
+/// never left asleep, and nobody is told it holds a lock it does not hold.
+#[test]
+fn condvar_wakeup_vs_stop_during_the_relock() {
+    model("condvar_wakeup_vs_stop_during_the_relock", || {
+        let (lock, lock_word, _, table) = held_by_a(false);
+        lock_word.store(0, SeqCst);
+        let cond: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+        let stop: &'static loom::sync::atomic::AtomicBool =
+            Box::leak(Box::new(loom::sync::atomic::AtomicBool::new(false)));
+        let a = sleeper_relocking(table.clone(), cond, lock, lock_word, B, Some(stop));
+        while table.len(key(cond)) < 1 {
+            loom::thread::yield_now();
+        }
+        let b = sleeper_relocking(table.clone(), cond, lock, lock_word, W, None);
+        while table.len(key(cond)) < 2 {
+            loom::thread::yield_now();
+        }
+        assert_eq!(js_notify(&table, cond, 1), 1);
+        stop.store(true, SeqCst);
+        let (waited, got) = a.join().unwrap();
+        assert!(waited == Waited::Interrupted || waited == Waited::Ok, "{waited:?}");
+        assert!(matches!(got, Acquired::Acquired | Acquired::Interrupted), "{got:?}");
+        assert_eq!(b.join().unwrap(), (Waited::Ok, Acquired::Acquired));
+        assert_eq!(lock_word.load(SeqCst), 0);
+        assert_waiting_matches(cond, &table);
+        assert_c_matches_queue(lock_word, &table);
+    });
+}
+
 // --- the reader-writer lock protocol (futex_core::rwlock) --------------------
 //
 // Each model builds a fresh lock (four leaked words and a leaked protocol).
