@@ -865,3 +865,7 @@ module.exports.rwWriteWaitAsync = nativeBinding.rwWriteWaitAsync
 module.exports.semaphoreRelease = nativeBinding.semaphoreRelease
 module.exports.semaphoreWait = nativeBinding.semaphoreWait
 module.exports.semaphoreWaitAsync = nativeBinding.semaphoreWaitAsync
+module.exports.webLockAbort = nativeBinding.webLockAbort
+module.exports.webLockQuery = nativeBinding.webLockQuery
+module.exports.webLockRelease = nativeBinding.webLockRelease
+module.exports.webLockRequest = nativeBinding.webLockRequest

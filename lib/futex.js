@@ -399,6 +399,38 @@ function protocolAsync (ta, call) {
   return { token: [seq, slot], index: n % 2, promise: register(ta, seq, slot) }
 }
 
+// A Web Locks request (src/web_locks.rs) with two waiters of this copy:
+// `call(grantSlot, stealSlot)` answers id · 4 + status, status 0 queued
+// (both pending), 1 granted now (only the steal waiter pending), 2 not
+// available (neither). Returns { id, status, grant, steal }: `grant`
+// settles with 'handoff' when the lock is granted, `steal` with 'ok' if it
+// is stolen while held; each with 'cancelled' after webLockCancel.
+function webLockAsync (call) {
+  const grantSlot = claimSlot()
+  const reserved = settlers[grantSlot]
+  settlers[grantSlot] = null // so that the second claim takes another slot
+  const stealSlot = claimSlot()
+  let n
+  try {
+    n = call(copyBase + grantSlot, copyBase + stealSlot)
+  } catch (e) {
+    settlers[grantSlot] = reserved
+    register(null, 0, grantSlot)
+    throw e
+  }
+  const status = n % 4
+  settlers[grantSlot] = reserved
+  const grant = status === 0 ? register(null, 1, grantSlot) : register(null, 0, grantSlot)
+  const steal = status === 2 ? register(null, 0, stealSlot) : register(null, 1, stealSlot)
+  return { id: (n - status) / 4, status, grantSlot, stealSlot, grant, steal }
+}
+
+// Settles a Web Locks waiter of this copy that the addon no longer counts
+// (its request was aborted, or its lock released): 'cancelled'.
+function webLockCancel (slot) {
+  settle(slot, 'cancelled')
+}
+
 // Takes a queued waiter back out (`token` as enqueueAsync returned it). True
 // if it had not been woken or timed out yet: it consumed no wake-up, and its
 // promise settles with 'cancelled'.
@@ -496,6 +528,8 @@ module.exports = {
     conditionRelocked,
     protocolAsync,
     cancelAsync,
+    webLockAsync,
+    webLockCancel,
     isThreadAlive: binding.isThreadAlive,
     queueLength: binding.queueLength,
     threadId,
