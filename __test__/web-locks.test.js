@@ -468,3 +468,30 @@ describe('Web Locks: threads (child processes)', () => {
     assert.deepStrictEqual(result.pending, [`thread-${result.workers[0]}`], shown)
   })
 })
+
+describe('Web Locks: the polyfill (child processes)', () => {
+  const run = async (mode) => {
+    const r = await runChild([path.join(__dirname, 'fixtures', 'web-locks-polyfill.js'), mode], { timeoutMs: HARD_TIMEOUT })
+    assert.ok(!r.timedOut && r.code === 0 && r.result, transcript(r))
+    return { result: r.result, shown: transcript(r) }
+  }
+
+  test('where Node has no Web Locks it installs navigator.locks, worker_threads.locks, LockManager and Lock; workers share them', { timeout: HARD_TIMEOUT + 10000, skip: Number(process.versions.node.split('.')[0]) >= 24 && 'this Node has its own navigator.locks' }, async () => {
+    const { result, shown } = await run('missing')
+    assert.strictEqual(result.hadLocks, false, shown)
+    assert.deepStrictEqual(result, {
+      hadLocks: false,
+      installed: true,
+      navigator: true,
+      workerThreads: true,
+      globals: true,
+      esmSame: true,
+      worker: { available: false, held: ['thread-0'] }
+    }, shown)
+  })
+
+  test("an existing navigator.locks is kept; install({ force: true }) replaces it; bad options are TypeErrors", { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const { result, shown } = await run('existing')
+    assert.deepStrictEqual(result, { kept: true, badOption: 'TypeError', forced: true, navigator: true, workerThreads: true }, shown)
+  })
+})
