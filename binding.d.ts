@@ -289,3 +289,14 @@ export declare function webLockRelease(name: string, id: number): boolean
  * (ifAvailable; nothing pending).
  */
 export declare function webLockRequest(name: string, flags: number, thread: number, grantSlot: number, stealSlot: number): number
+
+/**
+ * Requests the lock `name` for this thread and blocks until it is granted
+ * (`flags` as for `webLockRequest`, without keep-alive). Returns
+ * `id · 4 + status`: 1 granted (release it with `webLockRelease`), 2 not
+ * available (ifAvailable), 3 refused: a lock or request of this thread
+ * comes first in the name's queue, so blocking would never end. A thread
+ * being stopped while it blocks leaves the queue (status 2: it runs no
+ * more JavaScript to see it).
+ */
+export declare function webLockRequestSync(name: string, flags: number, thread: number): number

@@ -869,3 +869,4 @@ module.exports.webLockAbort = nativeBinding.webLockAbort
 module.exports.webLockQuery = nativeBinding.webLockQuery
 module.exports.webLockRelease = nativeBinding.webLockRelease
 module.exports.webLockRequest = nativeBinding.webLockRequest
+module.exports.webLockRequestSync = nativeBinding.webLockRequestSync

@@ -47,6 +47,17 @@ export declare class LockManager {
   request<T> (name: string, options: LockOptions, callback: (lock: Lock) => T | PromiseLike<T>): Promise<Awaited<T>>
   /** Held locks and pending requests of every thread of the process. */
   query (): Promise<LockManagerSnapshot>
+  /**
+   * Not in the standard: blocks this thread until the lock is granted, runs
+   * `callback` (with `null` when `ifAvailable` found it unavailable),
+   * releases the lock when it returns or throws, and returns its result.
+   * No `signal`. Throws a `DeadlockError` (code `ERR_LOCK_DEADLOCK`) instead
+   * of blocking for ever behind a lock or request of this thread, and an
+   * `AbortError` `DOMException` after the callback if the lock was stolen.
+   */
+  requestSync<T> (name: string, callback: (lock: Lock) => T): T
+  requestSync<T> (name: string, options: Omit<LockOptions, 'signal'> & { ifAvailable: true }, callback: (lock: Lock | null) => T): T
+  requestSync<T> (name: string, options: Omit<LockOptions, 'signal'>, callback: (lock: Lock) => T): T
 }
 
 /** The process's lock manager. */

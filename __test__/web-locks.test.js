@@ -495,3 +495,67 @@ describe('Web Locks: the polyfill (child processes)', () => {
     assert.deepStrictEqual(result, { kept: true, badOption: 'TypeError', forced: true, navigator: true, workerThreads: true }, shown)
   })
 })
+
+describe('Web Locks: requestSync (not in the standard)', () => {
+  test('runs the callback with the lock and returns its result; a throw releases', () => {
+    const name = uniqueName()
+    assert.deepStrictEqual(locks.requestSync(name, (lock) => [lock.name, lock.mode]), [name, 'exclusive'])
+    assert.strictEqual(locks.requestSync(name, { mode: 'shared' }, (lock) => lock.mode), 'shared')
+    assert.throws(() => locks.requestSync(name, () => { throw new Error('sync boom') }), /sync boom/)
+    assert.strictEqual(locks.requestSync(name, { ifAvailable: true }, (lock) => lock !== null), true)
+  })
+
+  test("bad arguments throw at once, as request's reject", () => {
+    assert.throws(() => locks.requestSync('x'), TypeError)
+    assert.throws(() => locks.requestSync('x', {}, 1), TypeError)
+    assert.throws(() => locks.requestSync('x', { mode: 'both' }, () => {}), TypeError)
+    assert.throws(() => locks.requestSync('-x', () => {}), isDOMException('NotSupportedError'))
+    assert.throws(() => locks.requestSync('x', { steal: true, mode: 'shared' }, () => {}), isDOMException('NotSupportedError'))
+    if (HAS_ABORT) {
+      assert.throws(() => locks.requestSync('x', { signal: new AbortController().signal }, () => {}), isDOMException('NotSupportedError'))
+    }
+    assert.throws(() => LockManager.prototype.requestSync.call({}, 'x', () => {}), TypeError)
+  })
+
+  test("behind this thread's own lock it is a DeadlockError, not a hang; ifAvailable gets null; steal takes it", T, async () => {
+    const name = uniqueName()
+    const hold = deferred()
+    const held = locks.request(name, { mode: 'shared' }, () => hold.promise)
+    await turn()
+    assert.throws(() => locks.requestSync(name, () => {}), { name: 'DeadlockError', code: 'ERR_LOCK_DEADLOCK' })
+    assert.strictEqual(locks.requestSync(name, { mode: 'shared' }, (lock) => lock.mode), 'shared', 'shared beside shared is granted')
+    assert.strictEqual(locks.requestSync(name, { ifAvailable: true }, (lock) => lock), null)
+    const stolen = assert.rejects(held, isDOMException('AbortError'))
+    assert.strictEqual(locks.requestSync(name, { steal: true }, (lock) => lock.name), name)
+    await stolen
+    hold.resolve()
+    await turn()
+    assert.deepStrictEqual(await stateOf(name), { held: [], pending: [] })
+  })
+
+  const run = async (mode) => {
+    const r = await runChild([path.join(__dirname, 'fixtures', 'web-locks-threads.js'), mode], { timeoutMs: HARD_TIMEOUT })
+    assert.ok(!r.timedOut && r.code === 0 && r.result, transcript(r))
+    return { result: r.result, shown: transcript(r) }
+  }
+
+  test('a worker blocks until the main thread releases, then sees what the holder wrote', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const { result, shown } = await run('sync-waits')
+    assert.deepStrictEqual(result.before, { held: ['thread-0'], pending: [`thread-${result.worker}`] }, shown)
+    assert.strictEqual(result.got, 'exclusive after 42', shown)
+    assert.deepStrictEqual(result.after, { held: [], pending: [] }, shown)
+  })
+
+  test('a worker terminated while blocked leaves the queue', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const { result, shown } = await run('sync-terminated')
+    assert.deepStrictEqual(result.afterTerminate, { held: ['thread-0'], pending: [] }, shown)
+    assert.deepStrictEqual(result.after, { held: [], pending: [] }, shown)
+  })
+
+  test('main (async) + 3 workers (requestSync): never two holders, no lost update', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const { result, shown } = await run('sync-exclusion')
+    assert.strictEqual(result.overlaps, 0, shown)
+    assert.strictEqual(result.counter, result.expected, shown)
+    assert.deepStrictEqual(result.after, { held: [], pending: [] }, shown)
+  })
+})

@@ -8,10 +8,12 @@
 const { threadId } = require('worker_threads')
 const binding = require('./native')
 const { webLockAsync, webLockCancel } = require('./futex').internal
+const { DeadlockError } = require('./errors')
 
 // Answers of the addon's webLockRequest (0: queued) and its flags.
 const GRANTED_NOW = 1
 const NOT_AVAILABLE = 2
+const DEADLOCK = 3
 const SHARED = 1
 const IF_AVAILABLE = 2
 const STEAL = 4
@@ -49,7 +51,7 @@ const DOMExceptionClass = findDOMException()
 const domError = (message, name) => new DOMExceptionClass(message, name)
 
 // --- WebIDL conversions -----------------------------------------------------
-const PREFIX = "Failed to execute 'request' on 'LockManager': "
+const prefix = (what) => `Failed to execute '${what}' on 'LockManager': `
 
 // DOMString: ToString, which throws a TypeError for a Symbol.
 const toDOMString = (value) => `${value}`
@@ -67,7 +69,8 @@ function isAbortSignal (value) {
 
 // The LockOptions dictionary: undefined and null are the defaults; members
 // are read once each, in lexicographic order, as WebIDL converts them.
-function toLockOptions (options) {
+function toLockOptions (options, what) {
+  const PREFIX = prefix(what)
   const opts = { ifAvailable: false, mode: 'exclusive', signal: undefined, steal: false }
   if (options === undefined || options === null) return opts
   if (typeof options !== 'object' && typeof options !== 'function') {
@@ -212,40 +215,49 @@ class LockManager {
    */
   request (name, options, callback) {
     try {
-      if (!managers.has(this)) throw new TypeError("Illegal invocation: 'request' called on an object that is not a LockManager")
-      const n = arguments.length
-      if (n < 2) throw new TypeError(`${PREFIX}2 arguments required, but only ${n} present.`)
-      const resource = toDOMString(name)
-      let opts
-      if (n === 2) {
-        callback = options
-        opts = toLockOptions(undefined)
-      } else {
-        opts = toLockOptions(options)
-      }
-      if (typeof callback !== 'function') {
-        throw new TypeError(`${PREFIX}parameter ${n === 2 ? 2 : 3} is not of type 'LockGrantedCallback'.`)
-      }
-      // The method steps.
-      if (resource.startsWith('-')) {
-        throw domError("Names cannot start with '-'.", 'NotSupportedError')
-      }
-      if (opts.steal && opts.ifAvailable) {
-        throw domError("The 'steal' and 'ifAvailable' options cannot be used together.", 'NotSupportedError')
-      }
-      if (opts.steal && opts.mode !== 'exclusive') {
-        throw domError("The 'steal' option may only be used with 'exclusive' locks.", 'NotSupportedError')
-      }
-      if (opts.signal !== undefined && (opts.steal || opts.ifAvailable)) {
-        throw domError("The 'signal' option cannot be used with the 'steal' or 'ifAvailable' options.", 'NotSupportedError')
-      }
+      const { resource, opts, fn } = parse(this, arguments, 'request')
       if (opts.signal !== undefined && opts.signal.aborted) return Promise.reject(reasonOf(opts.signal))
       return new Promise((resolve, reject) => {
-        requestLock(resource, opts.mode, opts.ifAvailable, opts.steal, opts.signal, callback, resolve, reject)
+        requestLock(resource, opts.mode, opts.ifAvailable, opts.steal, opts.signal, fn, resolve, reject)
       })
     } catch (e) {
       return Promise.reject(e)
     }
+  }
+
+  /**
+   * Not in the standard: requestSync(name, [options], fn) blocks this thread
+   * until the lock is granted, runs fn(lock) (fn(null) when `ifAvailable`
+   * found it unavailable), releases the lock when fn returns or throws, and
+   * returns fn's result. Options as for request, without `signal`. Throws a
+   * DeadlockError instead of blocking for ever when a lock or request of
+   * this thread comes first for the name, and an AbortError DOMException
+   * after fn if the lock was stolen meanwhile.
+   */
+  requestSync (name, options, callback) {
+    const { resource, opts, fn } = parse(this, arguments, 'requestSync')
+    if (opts.signal !== undefined) {
+      throw domError("requestSync takes no 'signal': nothing can abort a blocked thread.", 'NotSupportedError')
+    }
+    const flags = (opts.mode === 'shared' ? SHARED : 0) | (opts.ifAvailable ? IF_AVAILABLE : 0) | (opts.steal ? STEAL : 0)
+    const n = binding.webLockRequestSync(resource, flags, threadId)
+    const status = n % 4
+    if (status === DEADLOCK) {
+      throw new DeadlockError(`LockManager.requestSync: a lock or request of this thread comes first for ${JSON.stringify(resource)}; blocking would never end`)
+    }
+    if (status === NOT_AVAILABLE) return fn.call(undefined, null)
+    const id = (n - status) / 4
+    let result
+    try {
+      result = fn.call(undefined, new Lock(INTERNAL, resource, opts.mode))
+    } catch (e) {
+      binding.webLockRelease(resource, id)
+      throw e
+    }
+    if (!binding.webLockRelease(resource, id)) {
+      throw domError("Lock broken by another request with the 'steal' option.", 'AbortError')
+    }
+    return result
   }
 
   /** A snapshot of the held locks and pending requests of every thread of the process. */
@@ -258,6 +270,36 @@ class LockManager {
   }
 }
 Object.defineProperty(LockManager.prototype.request, 'length', { value: 2 })
+Object.defineProperty(LockManager.prototype.requestSync, 'length', { value: 2 })
+
+// The arguments of request / requestSync, converted as WebIDL does for the
+// overloads (name, callback) and (name, options, callback), then the method
+// steps' checks. Throws the errors the spec gives.
+function parse (self, args, what) {
+  if (!managers.has(self)) throw new TypeError(`Illegal invocation: '${what}' called on an object that is not a LockManager`)
+  const PREFIX = prefix(what)
+  const n = args.length
+  if (n < 2) throw new TypeError(`${PREFIX}2 arguments required, but only ${n} present.`)
+  const resource = toDOMString(args[0])
+  const opts = toLockOptions(n === 2 ? undefined : args[1], what)
+  const fn = n === 2 ? args[1] : args[2]
+  if (typeof fn !== 'function') {
+    throw new TypeError(`${PREFIX}parameter ${n === 2 ? 2 : 3} is not of type 'LockGrantedCallback'.`)
+  }
+  if (resource.startsWith('-')) {
+    throw domError("Names cannot start with '-'.", 'NotSupportedError')
+  }
+  if (opts.steal && opts.ifAvailable) {
+    throw domError("The 'steal' and 'ifAvailable' options cannot be used together.", 'NotSupportedError')
+  }
+  if (opts.steal && opts.mode !== 'exclusive') {
+    throw domError("The 'steal' option may only be used with 'exclusive' locks.", 'NotSupportedError')
+  }
+  if (opts.signal !== undefined && (opts.steal || opts.ifAvailable)) {
+    throw domError("The 'signal' option cannot be used with the 'steal' or 'ifAvailable' options.", 'NotSupportedError')
+  }
+  return { resource, opts, fn }
+}
 Object.defineProperty(LockManager.prototype, Symbol.toStringTag, { value: 'LockManager', configurable: true })
 
 function infoOf (entry) {

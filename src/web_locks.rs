@@ -27,10 +27,10 @@ use futex_core::{AsyncOutcome, Key, Owner, ParkToken, Protocol, UnparkToken, Wai
 use napi::bindgen_prelude::Utf16String;
 use napi::Result;
 use napi_derive::napi;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use crate::resolver::{Resolver, Token};
-use crate::this_resolver;
+use crate::{js_alive, this_resolver, SLICE};
 
 /// Buckets of resource names, each behind its own lock.
 const BUCKETS: usize = 64;
@@ -43,6 +43,8 @@ const STOLEN: UnparkToken = futex_core::lock::TOKEN_RETRY;
 const QUEUED: u64 = 0;
 const GRANTED_NOW: u64 = 1;
 const NOT_AVAILABLE: u64 = 2;
+/// Of [`web_lock_request_sync`] only: refused, it would block for ever.
+const DEADLOCK: u64 = 3;
 
 /// Flags of [`web_lock_request`].
 const SHARED: u32 = 1;
@@ -56,9 +58,37 @@ struct Request {
     shared: bool,
     /// `worker_threads.threadId` of the requesting thread (its client).
     thread: u32,
-    owner: Arc<Resolver>,
-    grant: Token,
-    steal: Token,
+    client: Client,
+}
+
+/// Who learns of a grant or steal.
+#[derive(Clone)]
+enum Client {
+    /// An async request: two waiters of its copy of the JavaScript layer.
+    Async { owner: Arc<Resolver>, grant: Token, steal: Token },
+    /// A `requestSync` blocked in its thread until granted. A steal needs
+    /// no news: its release finds the lock gone.
+    Sync(Arc<Parker>),
+}
+
+/// Where a blocked `requestSync` sleeps.
+#[derive(Default)]
+pub(crate) struct Parker {
+    granted: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl Client {
+    /// The copy's waiters of a request that is gone without an outcome
+    /// (aborted, or released while held: then only the steal waiter).
+    fn cancel(&self, pending: bool) {
+        if let Client::Async { owner, grant, steal } = self {
+            if pending {
+                owner.cancelled(*grant);
+            }
+            owner.cancelled(*steal);
+        }
+    }
 }
 
 /// The lock request queue and the held locks of one resource name.
@@ -90,7 +120,7 @@ impl Resource {
                 return;
             }
             let request = self.queue.pop_front().expect("front exists");
-            out.push(Delivery { owner: request.owner.clone(), id: request.id, token: request.grant, what: GRANTED });
+            out.push(Delivery { client: request.client.clone(), id: request.id, what: GRANTED });
             self.held.push(request);
         }
     }
@@ -102,18 +132,28 @@ impl Resource {
 
 /// An outcome to deliver once the bucket is unlocked.
 struct Delivery {
-    owner: Arc<Resolver>,
+    client: Client,
     id: u64,
-    token: Token,
     what: UnparkToken,
 }
 
 fn deliver(out: Vec<Delivery>) {
     for d in out {
-        // A resolver that can no longer deliver passes the outcome on to
-        // `Manager::lost` (through `WEB_LOCKS.lost`): a grant to a thread
-        // that is gone is released again.
-        d.owner.complete(d.id as Key, d.token.0, AsyncOutcome::Unparked(d.what, &WEB_LOCKS));
+        match d.client {
+            // A resolver that can no longer deliver passes the outcome on to
+            // `Manager::lost` (through `WEB_LOCKS.lost`): a grant to a
+            // thread that is gone is released again.
+            Client::Async { owner, grant, steal } => {
+                let token = if d.what == GRANTED { grant } else { steal };
+                owner.complete(d.id as Key, token.0, AsyncOutcome::Unparked(d.what, &WEB_LOCKS));
+            }
+            Client::Sync(parker) => {
+                if d.what == GRANTED {
+                    *parker.granted.lock() = true;
+                    parker.wake.notify_one();
+                }
+            }
+        }
     }
 }
 
@@ -133,6 +173,10 @@ struct Ask {
     shared: bool,
     if_available: bool,
     steal: bool,
+    /// A blocking request: refused (`DEADLOCK`) rather than queued where
+    /// a lock or request of its own thread comes first, since that thread
+    /// cannot run JavaScript to release or use it while it blocks.
+    blocking: bool,
 }
 
 impl Manager {
@@ -147,15 +191,7 @@ impl Manager {
     /// copy's waiters that are now pending are counted (`Resolver::queued`)
     /// before the bucket is unlocked, so that a grant or steal decided
     /// right after by another thread finds them counted.
-    fn request(
-        &self,
-        name: &[u16],
-        ask: Ask,
-        thread: u32,
-        owner: Arc<Resolver>,
-        grant: Token,
-        steal: Token,
-    ) -> (u64, u64) {
+    fn request(&self, name: &[u16], ask: Ask, thread: u32, client: Client) -> (u64, u64) {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let mut out = Vec::new();
         let status = {
@@ -167,13 +203,22 @@ impl Manager {
                     return (id, NOT_AVAILABLE);
                 }
             }
+            if ask.blocking && !ask.steal {
+                let blocked = map.get(name).is_some_and(|r| {
+                    !(r.queue.is_empty() && r.compatible(ask.shared))
+                        && r.held.iter().chain(r.queue.iter()).any(|o| o.thread == thread)
+                });
+                if blocked {
+                    return (id, DEADLOCK);
+                }
+            }
             if !map.contains_key(name) {
                 map.insert(name.to_vec(), Resource::default());
             }
             let res = map.get_mut(name).expect("inserted above");
             if ask.steal {
                 for lock in res.held.drain(..) {
-                    out.push(Delivery { owner: lock.owner, id: lock.id, token: lock.steal, what: STOLEN });
+                    out.push(Delivery { client: lock.client, id: lock.id, what: STOLEN });
                 }
             }
             // A stolen resource's request goes first in its queue, and
@@ -182,15 +227,19 @@ impl Manager {
             // the queue was empty (its front was not grantable, or it
             // would have been granted).
             let shared = ask.shared && !ask.steal;
-            let request = Request { id, shared, thread, owner: owner.clone(), grant, steal };
-            if (ask.steal || res.queue.is_empty()) && res.compatible(shared) {
+            let now = (ask.steal || res.queue.is_empty()) && res.compatible(shared);
+            if let Client::Async { owner, grant, steal } = &client {
+                if !now {
+                    owner.queued(*grant);
+                }
+                owner.queued(*steal);
+            }
+            let request = Request { id, shared, thread, client };
+            if now {
                 res.held.push(request);
-                owner.queued(steal);
                 GRANTED_NOW
             } else {
                 res.queue.push_back(request);
-                owner.queued(grant);
-                owner.queued(steal);
                 QUEUED
             }
         };
@@ -207,7 +256,7 @@ impl Manager {
             let Some(res) = map.get_mut(name) else { return false };
             let Some(i) = res.held.iter().position(|r| r.id == id) else { return false };
             let lock = res.held.remove(i);
-            lock.owner.cancelled(lock.steal);
+            lock.client.cancel(false);
             res.process(&mut out);
             if res.is_empty() {
                 map.remove(name);
@@ -226,8 +275,7 @@ impl Manager {
             let Some(res) = map.get_mut(name) else { return false };
             let Some(i) = res.queue.iter().position(|r| r.id == id) else { return false };
             let request = res.queue.remove(i).expect("found above");
-            request.owner.cancelled(request.grant);
-            request.owner.cancelled(request.steal);
+            request.client.cancel(true);
             res.process(&mut out);
             if res.is_empty() {
                 map.remove(name);
@@ -314,11 +362,50 @@ impl Protocol for WebLocks {
 #[napi(js_name = "webLockRequest")]
 pub fn web_lock_request(name: Utf16String, flags: u32, thread: u32, grant_slot: u32, steal_slot: u32) -> Result<f64> {
     let owner = this_resolver(grant_slot)?;
-    let ask = Ask { shared: flags & SHARED != 0, if_available: flags & IF_AVAILABLE != 0, steal: flags & STEAL != 0 };
+    let ask = ask_of(flags, false);
     let grant = Token::new(grant_slot, flags & KEEP_ALIVE != 0, false);
     let steal = Token::new(steal_slot, false, false);
-    let (id, status) = MANAGER.request(&name, ask, thread, owner, grant, steal);
+    let (id, status) = MANAGER.request(&name, ask, thread, Client::Async { owner, grant, steal });
     Ok((id * 4 + status) as f64)
+}
+
+fn ask_of(flags: u32, blocking: bool) -> Ask {
+    Ask { shared: flags & SHARED != 0, if_available: flags & IF_AVAILABLE != 0, steal: flags & STEAL != 0, blocking }
+}
+
+/// Requests the lock `name` for this thread and blocks until it is granted
+/// (`flags` as for `webLockRequest`, without keep-alive). Returns
+/// `id · 4 + status`: 1 granted (release it with `webLockRelease`), 2 not
+/// available (ifAvailable), 3 refused: a lock or request of this thread
+/// comes first in the name's queue, so blocking would never end. A thread
+/// being stopped while it blocks leaves the queue (status 2: it runs no
+/// more JavaScript to see it).
+#[napi(js_name = "webLockRequestSync")]
+pub fn web_lock_request_sync(env: napi::Env, name: Utf16String, flags: u32, thread: u32) -> Result<f64> {
+    let parker = Arc::new(Parker::default());
+    let (id, status) = MANAGER.request(&name, ask_of(flags, true), thread, Client::Sync(parker.clone()));
+    if status != QUEUED {
+        return Ok((id * 4 + status) as f64);
+    }
+    let raw_env = env.raw();
+    loop {
+        {
+            let mut granted = parker.granted.lock();
+            if !*granted {
+                parker.wake.wait_for(&mut granted, SLICE);
+            }
+            if *granted {
+                return Ok((id * 4 + GRANTED_NOW) as f64);
+            }
+        }
+        if !js_alive(raw_env) {
+            // Out of the queue; or, granted in the meantime, released.
+            if !MANAGER.abort(&name, id) {
+                MANAGER.release(&name, id);
+            }
+            return Ok((id * 4 + NOT_AVAILABLE) as f64);
+        }
+    }
 }
 
 /// Releases the held lock `id` of `name`: false if it is not held any more (stolen).
