@@ -462,6 +462,17 @@ describe('Web Locks: threads (child processes)', () => {
     assert.strictEqual(result.exitCode, 0, shown)
   })
 
+  test('a second copy of the JavaScript layer in one thread shares the manager: excluded, then granted', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const { result, shown } = await run('copies')
+    assert.deepStrictEqual(result, {
+      distinct: true,
+      unavailable: true,
+      before: { held: 1, pending: 1 },
+      got: 'granted to the second copy: lifecycle-copies',
+      after: { held: [], pending: [] }
+    }, shown)
+  })
+
   test('locks held by the main thread and two workers show each client in query(), in grant order', { timeout: HARD_TIMEOUT + 10000 }, async () => {
     const { result, shown } = await run('clients')
     assert.deepStrictEqual(result.held, ['thread-0', `thread-${result.workers[0]}`, `thread-${result.workers[1]}`], shown)
