@@ -377,6 +377,17 @@ describe('Web Locks: steal', () => {
     assert.deepStrictEqual(await stateOf(name), { held: [], pending: [] })
   })
 
+  test('a stolen lock whose callback ends before the news arrives still rejects with an AbortError', T, async () => {
+    const name = uniqueName()
+    const hold = deferred()
+    const first = locks.request(name, () => hold.promise)
+    await turn()
+    const stealer = locks.request(name, { steal: true }, () => 'stole')
+    hold.resolve('finished') // the stolen holder's callback ends in this very turn
+    await assert.rejects(first, isDOMException('AbortError'))
+    assert.strictEqual(await stealer, 'stole')
+  })
+
   test('steal goes ahead of the queued requests, which are granted after it', T, async () => {
     const name = uniqueName()
     const order = []
@@ -460,6 +471,13 @@ describe('Web Locks: threads (child processes)', () => {
     const { result, shown } = await run('keepalive')
     assert.strictEqual(result.granted, true, shown)
     assert.strictEqual(result.exitCode, 0, shown)
+  })
+
+  test('workers holding and waiting (async and requestSync) terminated at random: nothing is left held or pending', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const { result, shown } = await run('churn')
+    assert.ok(result.grantsDuringChurn > 0, shown)
+    assert.deepStrictEqual(result.after, { held: [], pending: [] }, shown)
+    assert.strictEqual(result.free, true, shown)
   })
 
   test('a second copy of the JavaScript layer in one thread shares the manager: excluded, then granted', { timeout: HARD_TIMEOUT + 10000 }, async () => {
