@@ -140,7 +140,7 @@ const clientIdOf = (thread) => `thread-${thread}`
 
 // Invokes the callback as WebIDL does: a throw becomes a rejected promise.
 function invoke (callback, arg) {
-  return new Promise((resolve) => resolve(callback.call(undefined, arg)))
+  return new Promise((resolve) => resolve(Reflect.apply(callback, undefined, [arg])))
 }
 
 // Request a lock: the spec's steps from "request a lock" on, once the
@@ -172,13 +172,15 @@ function requestLock (name, mode, ifAvailable, steal, signal, callback, resolve,
     }
     signal.addEventListener('abort', onAbort)
   }
+  const stolen = () => reject(domError("Lock broken by another request with the 'steal' option.", 'AbortError'))
+  // Releases the lock; false if it was not held any more: stolen, and the
+  // steal waiter's news is on its way (or here already).
   const release = () => {
-    // Not held any more: it was stolen, and the steal waiter gets the news.
-    if (binding.webLockRelease(name, id)) webLockCancel(r.stealSlot)
+    if (!binding.webLockRelease(name, id)) return false
+    webLockCancel(r.stealSlot)
+    return true
   }
-  r.steal.then((outcome) => {
-    if (outcome !== 'cancelled') reject(domError("Lock broken by another request with the 'steal' option.", 'AbortError'))
-  })
+  r.steal.then((outcome) => { if (outcome !== 'cancelled') stolen() })
   const onGranted = () => {
     if (signal !== undefined) {
       if (signal.aborted) {
@@ -191,7 +193,9 @@ function requestLock (name, mode, ifAvailable, steal, signal, callback, resolve,
     const waiting = invoke(callback, new Lock(INTERNAL, name, mode))
     // When the waiting promise settles: release the lock, then resolve the
     // released promise with the waiting one.
-    waiting.then(() => { release(); resolve(waiting) }, () => { release(); resolve(waiting) })
+    // A lock stolen before it settled rejects, even if the news is still on its way.
+    const settled = () => (release() ? resolve(waiting) : stolen())
+    waiting.then(settled, settled)
   }
   if (r.status === GRANTED_NOW) {
     Promise.resolve().then(onGranted)
@@ -245,11 +249,11 @@ class LockManager {
     if (status === DEADLOCK) {
       throw new DeadlockError(`LockManager.requestSync: a lock or request of this thread comes first for ${JSON.stringify(resource)}; blocking would never end`)
     }
-    if (status === NOT_AVAILABLE) return fn.call(undefined, null)
+    if (status === NOT_AVAILABLE) return Reflect.apply(fn, undefined, [null])
     const id = (n - status) / 4
     let result
     try {
-      result = fn.call(undefined, new Lock(INTERNAL, resource, opts.mode))
+      result = Reflect.apply(fn, undefined, [new Lock(INTERNAL, resource, opts.mode)])
     } catch (e) {
       binding.webLockRelease(resource, id)
       throw e
