@@ -62,3 +62,9 @@ export declare class LockManager {
 
 /** The process's lock manager. */
 export declare const locks: LockManager
+
+/**
+ * Not in the standard: whether pending requests made from now on by this
+ * thread keep its event loop alive (default `true`). Returns the previous setting.
+ */
+export declare function setKeepAlive (enabled: boolean): boolean

@@ -2,6 +2,6 @@
 // `require('shared-futex/web-locks')`: the W3C Web Locks API (`locks`,
 // `LockManager`, `Lock`) with one lock manager for the whole process, shared
 // by every thread. See docs/web-locks.md.
-const { locks, LockManager, Lock } = require('./lib/web-locks')
+const { locks, LockManager, Lock, setKeepAlive } = require('./lib/web-locks')
 
-module.exports = { locks, LockManager, Lock }
+module.exports = { locks, LockManager, Lock, setKeepAlive }

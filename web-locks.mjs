@@ -2,5 +2,5 @@
 // as the CommonJS one.
 import { createRequire } from 'module'
 const cjs = createRequire(import.meta.url)('./web-locks.js')
-export const { locks, LockManager, Lock } = cjs
+export const { locks, LockManager, Lock, setKeepAlive } = cjs
 export default cjs

@@ -83,6 +83,13 @@ describe('Web Locks: the API surface', () => {
 })
 
 describe('Web Locks: argument errors and the option checks', () => {
+  test('setKeepAlive takes a boolean and returns the previous setting', () => {
+    const { setKeepAlive } = require('../web-locks')
+    assert.throws(() => setKeepAlive('no'), TypeError)
+    assert.strictEqual(setKeepAlive(false), true)
+    assert.strictEqual(setKeepAlive(true), false)
+  })
+
   test('errors reject the returned promise, never throw', T, async () => {
     const p = locks.request('x')
     assert.ok(p instanceof Promise)
@@ -469,8 +476,14 @@ describe('Web Locks: threads (child processes)', () => {
 
   test('a pending request keeps its worker alive until it is granted', { timeout: HARD_TIMEOUT + 10000 }, async () => {
     const { result, shown } = await run('keepalive')
+    assert.strictEqual(result.seen, true, shown)
     assert.strictEqual(result.granted, true, shown)
     assert.strictEqual(result.exitCode, 0, shown)
+  })
+
+  test('with setKeepAlive(false) a worker waiting only for a lock exits, and its request leaves the queue', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const { result, shown } = await run('no-keepalive')
+    assert.deepStrictEqual(result, { granted: false, exitCode: 0, after: { held: ['thread-0'], pending: [] } }, shown)
   })
 
   test('workers holding and waiting (async and requestSync) terminated at random: nothing is left held or pending', { timeout: HARD_TIMEOUT + 10000 }, async () => {

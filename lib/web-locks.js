@@ -135,6 +135,23 @@ class Lock {
 Object.defineProperty(Lock.prototype, Symbol.toStringTag, { value: 'Lock', configurable: true })
 
 // --- requests -----------------------------------------------------------------
+// Whether requests made from now on keep this thread alive while pending.
+let keepAlive = true
+
+/**
+ * Not in the standard: sets whether pending requests made from now on by
+ * this thread (through this copy of the package) keep its event loop alive.
+ * Default true. Returns the previous setting.
+ */
+function setKeepAlive (enabled) {
+  if (typeof enabled !== 'boolean') {
+    throw new TypeError(`web-locks setKeepAlive: enabled must be a boolean, got ${typeof enabled === 'string' ? JSON.stringify(enabled) : typeof enabled}`)
+  }
+  const previous = keepAlive
+  keepAlive = enabled
+  return previous
+}
+
 // The clientId of this thread's locks and requests (see docs/web-locks.md).
 const clientIdOf = (thread) => `thread-${thread}`
 
@@ -147,7 +164,7 @@ function invoke (callback, arg) {
 // arguments are checked. `resolve` / `reject` settle the request's promise
 // (the lock's released promise).
 function requestLock (name, mode, ifAvailable, steal, signal, callback, resolve, reject) {
-  const flags = (mode === 'shared' ? SHARED : 0) | (ifAvailable ? IF_AVAILABLE : 0) | (steal ? STEAL : 0) | KEEP_ALIVE
+  const flags = (mode === 'shared' ? SHARED : 0) | (ifAvailable ? IF_AVAILABLE : 0) | (steal ? STEAL : 0) | (keepAlive ? KEEP_ALIVE : 0)
   const r = webLockAsync((grantSlot, stealSlot) => binding.webLockRequest(name, flags, threadId, grantSlot, stealSlot))
   const id = r.id
   if (r.status === NOT_AVAILABLE) {
@@ -312,4 +329,4 @@ function infoOf (entry) {
 
 const locks = new LockManager(INTERNAL)
 
-module.exports = { locks, LockManager, Lock, DOMException: DOMExceptionClass }
+module.exports = { locks, LockManager, Lock, setKeepAlive, DOMException: DOMExceptionClass }
