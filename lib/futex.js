@@ -402,10 +402,11 @@ function protocolAsync (ta, call) {
 // A Web Locks request (src/web_locks.rs) with two waiters of this copy:
 // `call(grantSlot, stealSlot)` answers id · 4 + status, status 0 queued
 // (both pending), 1 granted now (only the steal waiter pending), 2 not
-// available (neither). Returns { id, status, grant, steal }: `grant`
-// settles with 'handoff' when the lock is granted, `steal` with 'ok' if it
-// is stolen while held; each with 'cancelled' after webLockCancel.
-function webLockAsync (call) {
+// available (neither). Returns { id, status, grantSlot, stealSlot, grant }:
+// `grant` settles with 'handoff' when the lock is granted (or 'cancelled');
+// the steal waiter is `onSteal` itself, called with 'ok' if the lock is
+// stolen while held, or 'cancelled' (no promise: it rarely fires).
+function webLockAsync (call, onSteal) {
   const grantSlot = claimSlot()
   const reserved = settlers[grantSlot]
   settlers[grantSlot] = null // so that the second claim takes another slot
@@ -415,14 +416,18 @@ function webLockAsync (call) {
     n = call(copyBase + grantSlot, copyBase + stealSlot)
   } catch (e) {
     settlers[grantSlot] = reserved
-    register(null, 0, grantSlot)
-    throw e
+    throw unclaim(grantSlot, e)
   }
   const status = n % 4
   settlers[grantSlot] = reserved
   const grant = status === 0 ? register(null, 1, grantSlot) : register(null, 0, grantSlot)
-  const steal = status === 2 ? register(null, 0, stealSlot) : register(null, 1, stealSlot)
-  return { id: (n - status) / 4, status, grantSlot, stealSlot, grant, steal }
+  if (status === 2) {
+    register(null, 0, stealSlot)
+  } else {
+    settlers[stealSlot] = onSteal
+    pendingCount++
+  }
+  return { id: (n - status) / 4, status, grantSlot, stealSlot, grant }
 }
 
 // Settles a Web Locks waiter of this copy that the addon no longer counts

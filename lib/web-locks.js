@@ -165,7 +165,11 @@ function invoke (callback, arg) {
 // (the lock's released promise).
 function requestLock (name, mode, ifAvailable, steal, signal, callback, resolve, reject) {
   const flags = (mode === 'shared' ? SHARED : 0) | (ifAvailable ? IF_AVAILABLE : 0) | (steal ? STEAL : 0) | (keepAlive ? KEEP_ALIVE : 0)
-  const r = webLockAsync((grantSlot, stealSlot) => binding.webLockRequest(name, flags, threadId, grantSlot, stealSlot))
+  const stolen = () => reject(domError("Lock broken by another request with the 'steal' option.", 'AbortError'))
+  const r = webLockAsync(
+    (grantSlot, stealSlot) => binding.webLockRequest(name, flags, threadId, grantSlot, stealSlot),
+    (outcome) => { if (outcome !== 'cancelled') stolen() }
+  )
   const id = r.id
   if (r.status === NOT_AVAILABLE) {
     // ifAvailable and not grantable: the callback gets null, on a later turn.
@@ -189,7 +193,6 @@ function requestLock (name, mode, ifAvailable, steal, signal, callback, resolve,
     }
     signal.addEventListener('abort', onAbort)
   }
-  const stolen = () => reject(domError("Lock broken by another request with the 'steal' option.", 'AbortError'))
   // Releases the lock; false if it was not held any more: stolen, and the
   // steal waiter's news is on its way (or here already).
   const release = () => {
@@ -197,7 +200,6 @@ function requestLock (name, mode, ifAvailable, steal, signal, callback, resolve,
     webLockCancel(r.stealSlot)
     return true
   }
-  r.steal.then((outcome) => { if (outcome !== 'cancelled') stolen() })
   const onGranted = () => {
     if (signal !== undefined) {
       if (signal.aborted) {
