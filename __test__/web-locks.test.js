@@ -594,6 +594,18 @@ describe('Web Locks: requestSync (not in the standard)', () => {
     assert.deepStrictEqual(result.after, { held: [], pending: [] }, shown)
   })
 
+  test('a thread that may not block gets a TypeError from requestSync, except with ifAvailable or steal', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const r = await runChild(['--allow-natives-syntax', path.join(__dirname, 'fixtures', 'web-locks-threads.js'), 'cannot-block'], { timeoutMs: HARD_TIMEOUT })
+    assert.ok(!r.timedOut && r.code === 0 && r.result, transcript(r))
+    assert.deepStrictEqual(r.result, {
+      blocking: 'throws TypeError',
+      ifAvailable: 'returns true',
+      steal: 'returns stole',
+      async: 'async ran',
+      after: { held: [], pending: [] }
+    }, transcript(r))
+  })
+
   test('main (async) + 3 workers (requestSync): never two holders, no lost update', { timeout: HARD_TIMEOUT + 10000 }, async () => {
     const { result, shown } = await run('sync-exclusion')
     assert.strictEqual(result.overlaps, 0, shown)

@@ -9,6 +9,7 @@ const { threadId } = require('worker_threads')
 const binding = require('./native')
 const { webLockAsync, webLockCancel } = require('./futex').internal
 const { DeadlockError } = require('./errors')
+const { checkCanBlock } = require('./host')
 
 // Answers of the addon's webLockRequest (0: queued) and its flags.
 const GRANTED_NOW = 1
@@ -262,6 +263,9 @@ class LockManager {
     if (opts.signal !== undefined) {
       throw domError("requestSync takes no 'signal': nothing can abort a blocked thread.", 'NotSupportedError')
     }
+    // A thread that may not block (as Atomics.wait may not) may still ask
+    // with ifAvailable or steal, which never wait.
+    if (!opts.ifAvailable && !opts.steal) checkCanBlock('LockManager.requestSync')
     const flags = (opts.mode === 'shared' ? SHARED : 0) | (opts.ifAvailable ? IF_AVAILABLE : 0) | (opts.steal ? STEAL : 0)
     const n = binding.webLockRequestSync(resource, flags, threadId)
     const status = n % 4
