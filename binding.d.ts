@@ -253,3 +253,50 @@ export declare function semaphoreWait(ta: unknown, index: number, timeout: numbe
  * 'timed-out'. The JS layer keeps `ta` alive while the waiter is queued.
  */
 export declare function semaphoreWaitAsync(ta: unknown, index: number, waited: number, timeout: number, slot: number): number
+
+export interface Snapshot {
+  held: Array<WebLockInfo>
+  pending: Array<WebLockInfo>
+}
+
+/**
+ * Takes the pending request `id` of `name` out of its queue: false if it
+ * is not pending any more (its grant is being delivered).
+ */
+export declare function webLockAbort(name: string, id: number): boolean
+
+export interface WebLockInfo {
+  name: string
+  shared: boolean
+  threadId: number
+}
+
+/**
+ * The lock state of the whole process: held locks and pending requests of
+ * every thread.
+ */
+export declare function webLockQuery(): Snapshot
+
+/** Releases the held lock `id` of `name`: false if it is not held any more (stolen). */
+export declare function webLockRelease(name: string, id: number): boolean
+
+/**
+ * Requests the lock `name` for this thread (`thread`, its threadId), on
+ * behalf of the copy whose waiter slots are `grant_slot` and `steal_slot`.
+ * `flags`: 1 shared, 2 ifAvailable, 4 steal, 8 the pending request keeps
+ * the thread alive. Returns `id · 4 + status`: status 0 queued (both slots
+ * pending), 1 granted now (the steal slot pending), 2 not available
+ * (ifAvailable; nothing pending).
+ */
+export declare function webLockRequest(name: string, flags: number, thread: number, grantSlot: number, stealSlot: number): number
+
+/**
+ * Requests the lock `name` for this thread and blocks until it is granted
+ * (`flags` as for `webLockRequest`, without keep-alive). Returns
+ * `id · 4 + status`: 1 granted (release it with `webLockRelease`), 2 not
+ * available (ifAvailable), 3 refused: a lock or request of this thread
+ * comes first in the name's queue, so blocking would never end. A thread
+ * being stopped while it blocks leaves the queue (status 2: it runs no
+ * more JavaScript to see it).
+ */
+export declare function webLockRequestSync(name: string, flags: number, thread: number): number

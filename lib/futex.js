@@ -399,6 +399,43 @@ function protocolAsync (ta, call) {
   return { token: [seq, slot], index: n % 2, promise: register(ta, seq, slot) }
 }
 
+// A Web Locks request (src/web_locks.rs) with two waiters of this copy:
+// `call(grantSlot, stealSlot)` answers id · 4 + status, status 0 queued
+// (both pending), 1 granted now (only the steal waiter pending), 2 not
+// available (neither). Returns { id, status, grantSlot, stealSlot, grant }:
+// `grant` settles with 'handoff' when the lock is granted (or 'cancelled');
+// the steal waiter is `onSteal` itself, called with 'ok' if the lock is
+// stolen while held, or 'cancelled' (no promise: it rarely fires).
+function webLockAsync (call, onSteal) {
+  const grantSlot = claimSlot()
+  const reserved = settlers[grantSlot]
+  settlers[grantSlot] = null // so that the second claim takes another slot
+  const stealSlot = claimSlot()
+  let n
+  try {
+    n = call(copyBase + grantSlot, copyBase + stealSlot)
+  } catch (e) {
+    settlers[grantSlot] = reserved
+    throw unclaim(grantSlot, e)
+  }
+  const status = n % 4
+  settlers[grantSlot] = reserved
+  const grant = status === 0 ? register(null, 1, grantSlot) : register(null, 0, grantSlot)
+  if (status === 2) {
+    register(null, 0, stealSlot)
+  } else {
+    settlers[stealSlot] = onSteal
+    pendingCount++
+  }
+  return { id: (n - status) / 4, status, grantSlot, stealSlot, grant }
+}
+
+// Settles a Web Locks waiter of this copy that the addon no longer counts
+// (its request was aborted, or its lock released): 'cancelled'.
+function webLockCancel (slot) {
+  settle(slot, 'cancelled')
+}
+
 // Takes a queued waiter back out (`token` as enqueueAsync returned it). True
 // if it had not been woken or timed out yet: it consumed no wake-up, and its
 // promise settles with 'cancelled'.
@@ -496,6 +533,8 @@ module.exports = {
     conditionRelocked,
     protocolAsync,
     cancelAsync,
+    webLockAsync,
+    webLockCancel,
     isThreadAlive: binding.isThreadAlive,
     queueLength: binding.queueLength,
     threadId,

@@ -20,6 +20,7 @@ pub mod raw;
 mod resolver;
 pub mod rwlock;
 pub mod semaphore;
+pub mod web_locks;
 
 use cell::Cell;
 use resolver::Token;
@@ -233,7 +234,8 @@ pub(crate) fn is_dead(id: u32) -> bool {
 /// A thread's env is torn down: record its death, then hand every lock
 /// word that names it and has waiters to its oldest waiter (src/lock.rs),
 /// and release every reader-writer lock it held with waiters, forgetting
-/// its registered readers (src/rwlock.rs):
+/// its registered readers (src/rwlock.rs), and end its Web Locks requests
+/// and locks, granting the requests they held up (src/web_locks.rs):
 /// owner death is pushed, nobody has to poll for it. A locker that arrives
 /// later finds the death recorded and takes the lock over itself.
 unsafe extern "C" fn thread_ended(arg: *mut c_void) {
@@ -242,6 +244,7 @@ unsafe extern "C" fn thread_ended(arg: *mut c_void) {
     rwlock::RWLOCK.forget_readers(id + 1);
     TABLE.thread_ended(id + 1);
     rwlock::RWLOCK.recover(&TABLE, id + 1);
+    web_locks::MANAGER.thread_ended(id);
 }
 
 thread_local! {

@@ -8,7 +8,8 @@
 //               Semaphore (baselines/semaphore-futex.js). Their buffer must
 //               start with one permit (lockBuffer(1));
 //   'weblocks': Web Locks (worker_threads.locks, Node 24.5+), an exclusive
-//               request on a name; async only (executeLocked, no lock()).
+//               request on a name; async only (executeLocked, no lock());
+//   'ours-weblocks': the same over shared-futex/web-locks (any Node).
 // All are built from (sab, byteOffset), so every thread gets the same lock:
 // Web Locks' name is a number that lockBuffer() writes into the buffer.
 
@@ -41,9 +42,9 @@ function webLocksMissing () {
 
 // Web Locks behind the interface the scenarios use.
 class WebLock {
-  constructor (name) {
+  constructor (name, locks) {
     this.name = name
-    this.locks = webLocks()
+    this.locks = locks || webLocks()
   }
 
   executeLocked (fn) {
@@ -70,6 +71,9 @@ function makeLock (name, sab, byteOffset) {
   if (name === 'semaphore') return new SemaphoreLock(new (require(ROOT).Semaphore)(sab, byteOffset))
   if (name === 'semaphore-futex') return new SemaphoreLock(new (require('../baselines/semaphore-futex').FutexSemaphore)(sab, byteOffset))
   if (name === 'weblocks') return new WebLock(`shared-futex-bench-${new Int32Array(sab)[NAME_INDEX]}`)
+  if (name === 'ours-weblocks') {
+    return new WebLock(`shared-futex-bench-${new Int32Array(sab)[NAME_INDEX]}`, require(`${ROOT}/web-locks`).locks)
+  }
   throw new Error(`unknown lock ${name}`)
 }
 

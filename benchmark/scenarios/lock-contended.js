@@ -17,7 +17,8 @@
 //   often two threads were inside the critical section at once (always 0
 //   for shared-futex's and the blog's lock, else the round fails).
 // Baselines: the blog post's AsyncLock over native Atomics; Web Locks where
-// the running Node has them (24.5+; `npm run bench -- --node 24 --only 5,6`).
+// the running Node has them (24.5+; `npm run bench -- --node 24 --only 5,6`),
+// against shared-futex/web-locks ('ours-weblocks', async in every thread).
 //
 // Case 6-sem: the same loop over a Semaphore with one permit (main thread
 // runExclusive, 3 workers acquire / release), against the previous
@@ -106,7 +107,7 @@ module.exports = {
   cases: NS.map((n) => ({
     id: `6-n${n}`,
     label: `main (async) + ${n} worker${n > 1 ? 's' : ''} (sync; async with Web Locks)`,
-    impls: ['ours', 'blog', 'weblocks'],
+    impls: ['ours', 'blog', 'weblocks', 'ours-weblocks'],
     implMissing: (impl) => (impl === 'weblocks' ? webLocksMissing() : null),
     metrics: metrics(n),
     measure: contended(n)
@@ -123,7 +124,9 @@ module.exports = {
     { case: `6-n${n}`, metric: 'p999WaitUs', ours: 'ours', base: 'blog', target: 4, label: 'p99.9 wait, × shorter' },
     { case: `6-n${n}`, metric: 'jain', ours: 'ours', target: 0.95, label: "Jain's fairness index" },
     { case: `6-n${n}`, metric: 'rate', ours: 'ours', base: 'weblocks', target: 10 },
-    { case: `6-n${n}`, metric: 'p99WaitUs', ours: 'ours', base: 'weblocks', target: null, label: 'p99 wait, × shorter' }
+    { case: `6-n${n}`, metric: 'p99WaitUs', ours: 'ours', base: 'weblocks', target: null, label: 'p99 wait, × shorter' },
+    { case: `6-n${n}`, metric: 'rate', ours: 'ours-weblocks', base: 'weblocks', target: 50 },
+    { case: `6-n${n}`, metric: 'p99WaitUs', ours: 'ours-weblocks', base: 'weblocks', target: null, label: 'p99 wait, × shorter' }
   ]).concat([
     { case: '6-sem', metric: 'rate', ours: 'semaphore', base: 'semaphore-futex', target: 1 },
     { case: '6-sem', metric: 'p99WaitUs', ours: 'semaphore', base: 'semaphore-futex', target: 1, label: 'p99 wait, × shorter' },

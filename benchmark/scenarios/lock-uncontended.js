@@ -6,7 +6,8 @@
 // Asynchronously, awaited one after the other: shared-futex's
 // `runExclusive(fn)` ('ours-async') against Web Locks'
 // `locks.request(name, fn)` (where the running Node has them: 24.5+), which
-// has no synchronous form.
+// has no synchronous form; and the same request over shared-futex/web-locks
+// ('ours-weblocks').
 //
 // Measured with tinybench: a task is a batch of BATCH pairs; the round's
 // figure is the median batch time / BATCH. Each implementation has its own
@@ -55,6 +56,13 @@ const tasks = {
     return async () => {
       for (let i = 0; i < BATCH; i++) await lock.executeLocked(critical)
     }
+  },
+  'ours-weblocks' () {
+    const lock = makeLock('ours-weblocks', lockBuffer(), 0)
+    const critical = () => {}
+    return async () => {
+      for (let i = 0; i < BATCH; i++) await lock.executeLocked(critical)
+    }
   }
 }
 
@@ -80,7 +88,7 @@ module.exports = {
     {
       id: '5-async',
       label: 'async lock+unlock, one thread',
-      impls: ['ours-async', 'weblocks'],
+      impls: ['ours-async', 'weblocks', 'ours-weblocks'],
       implMissing: (impl) => (impl === 'weblocks' ? webLocksMissing() : null),
       metrics: METRICS,
       measure
@@ -89,6 +97,7 @@ module.exports = {
   comparisons: [
     { case: '5-uncontended', metric: 'nsPerPair', ours: 'ours', base: 'cas', ratio: 'ours/base', op: '<=', target: 1.5, label: 'time, ours ÷ bare CAS pair' },
     { case: '5-uncontended', metric: 'nsPerPair', ours: 'ours', base: 'blog', target: null, label: 'speed, × the blog lock' },
-    { case: '5-async', metric: 'nsPerPair', ours: 'ours-async', base: 'weblocks', target: null, label: 'speed, × Web Locks' }
+    { case: '5-async', metric: 'nsPerPair', ours: 'ours-async', base: 'weblocks', target: null, label: 'speed, × Web Locks' },
+    { case: '5-async', metric: 'nsPerPair', ours: 'ours-weblocks', base: 'weblocks', target: 10, label: 'speed, × Node\'s Web Locks' }
   ]
 }

@@ -1,7 +1,7 @@
 'use strict'
 // A worker of scenario 6: takes the lock in a loop, with blocking lock() for
 // the locks that have one, with executeLocked (async) for Web Locks.
-// workerData: impl ('ours' | 'blog' | 'weblocks'), lockSab, counter
+// workerData: impl ('ours' | 'blog' | 'weblocks' | 'ours-weblocks'), lockSab, counter
 // (Int32Array), ms, ctl. Posts { count, total, maxWaitMs, hist }.
 
 const { workerData, parentPort } = require('worker_threads')
@@ -21,6 +21,9 @@ if (impl === 'weblocks') {
     clearInterval(alive)
     parentPort.postMessage(r)
   })
+} else if (impl === 'ours-weblocks') {
+  // A pending request of shared-futex/web-locks keeps its thread alive.
+  contendAsync(lock, counter, from, from + ms).then((r) => parentPort.postMessage(r))
 } else {
   parentPort.postMessage(contendSync(lock, counter, from, from + ms))
 }
