@@ -6,12 +6,13 @@
 // keeps its copy until it settles. Every case runs in a child process with
 // a hard timeout.
 const assert = require('assert')
+const fs = require('fs')
+const os = require('os')
 const path = require('path')
 const { test, describe } = require('./harness')
 const { runChild, transcript } = require('./util')
 const { kind } = require('./subject')
 
-const root = path.join(__dirname, '..')
 const major = Number(process.versions.node.split('.')[0])
 const moduleOnly = kind === 'module' ? false : 'copies of the module'
 const HARD_TIMEOUT = 120000
@@ -38,16 +39,39 @@ describe('copies of the JavaScript layer in one thread (child processes)', () =>
   // The real clients, from the npm registry (devDependencies): three test
   // files, each with async waits, a lock handed over, a condition and a
   // wake-up from a worker.
+  // Found as the package's devDependencies (or through NODE_PATH, where the
+  // suite runs on an installed copy of the package).
+  const bin = (name, file) => {
+    try {
+      return path.join(path.dirname(require.resolve(`${name}/package.json`)), file)
+    } catch {
+      return null
+    }
+  }
   const clients = [
-    ['Jest (--runInBand: every test file in one thread, a registry each)', 'jest', ['node_modules/jest/bin/jest.js', '--runInBand', '--rootDir', '__test__/clients/jest'], major >= 16, /Tests:\s+12 passed, 12 total/],
-    ['Vitest (--pool=vmThreads, one thread: a VM context per test file)', 'vitest', ['node_modules/vitest/vitest.mjs', 'run', '--root', '__test__/clients/vitest'], major >= 18, /Tests\s+12 passed \(12\)/]
+    ['Jest (--runInBand: every test file in one thread, a registry each)', 'jest', bin('jest', 'bin/jest.js'), ['--runInBand', '--rootDir', path.join(__dirname, 'clients', 'jest')], major >= 16, /Tests:\s+12 passed, 12 total/],
+    ['Vitest (--pool=vmThreads, one thread: a VM context per test file)', 'vitest', bin('vitest', 'vitest.mjs'), ['run', '--root', path.join(__dirname, 'clients', 'vitest')], major >= 18, /Tests\s+12 passed \(12\)/]
   ]
-  for (const [what, name, args, supported, passed] of clients) {
-    test(what, { timeout: HARD_TIMEOUT + 10000, skip: moduleOnly || (!supported && `${name} needs a newer Node`) }, async () => {
-      const r = await runChild(args.map((a, i) => i === 0 || a.startsWith('__test__') ? path.join(root, a) : a), { timeoutMs: HARD_TIMEOUT, env: { CI: 'true', NO_COLOR: '1', FORCE_COLOR: '0' } })
-      assert.ok(!r.timedOut, transcript(r))
-      assert.strictEqual(r.code, 0, transcript(r))
-      assert.match(r.stdout + r.stderr, passed, transcript(r))
+  for (const [what, name, main, args, supported, passed] of clients) {
+    const skip = moduleOnly || (!supported && `${name} needs a newer Node`) || (main === null && `${name} is not installed`)
+    test(what, { timeout: HARD_TIMEOUT + 10000, skip }, async () => {
+      // Jest finds no test file inside a node_modules (where the suite runs
+      // on an installed copy of the package): it runs a copy of its project
+      // from a temporary directory, pointed at the package.
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'shared-futex-clients-'))
+      fs.cpSync(path.join(__dirname, 'clients'), dir, { recursive: true })
+      const project = path.join(dir, name)
+      try {
+        const r = await runChild([main].concat(args.map((a) => a === path.join(__dirname, 'clients', name) ? project : a)), {
+          timeoutMs: HARD_TIMEOUT,
+          env: { CI: 'true', NO_COLOR: '1', FORCE_COLOR: '0', SHARED_FUTEX_ROOT: path.join(__dirname, '..') }
+        })
+        assert.ok(!r.timedOut, transcript(r))
+        assert.strictEqual(r.code, 0, transcript(r))
+        assert.match(r.stdout + r.stderr, passed, transcript(r))
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true })
+      }
     })
   }
 })

@@ -7,7 +7,7 @@
 const path = require('path')
 const { Worker } = require('worker_threads')
 
-const root = path.join(__dirname, '..', '..')
+const root = process.env.SHARED_FUTEX_ROOT || path.join(__dirname, '..', '..')
 
 module.exports = function scenarios ({ test, expect }, futex) {
   const { waitAsync, notify, AsyncLock, Condition } = futex

@@ -1,2 +1,3 @@
 'use strict'
-require('../shared')({ test, expect }, require('../../..'))
+// The package under test: this checkout, or where the test runner says it is.
+require('../shared')({ test, expect }, require(process.env.SHARED_FUTEX_ROOT || '../../..'))
