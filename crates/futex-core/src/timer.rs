@@ -1,205 +1,205 @@
-//! One background thread that fires deadlines, in deadline order.
+//! One background thread that fires deadlines, on tokio's timer.
 //!
 //! Async waiters with a finite timeout register `(deadline, item)` here; when
 //! the deadline passes the thread calls the timer's callback with the item
 //! (for the wait table: [`WaitTable::timeout`](crate::WaitTable::timeout),
 //! which does nothing if a notify got there first).
 //!
-//! Entries of waiters that were settled early (notified, cancelled, or their
-//! thread ended) are not removed on the spot, which keeps notify free of timer
-//! work. Their owners report them with [`Timer::forget`]; once reported
-//! entries make up half of the heap (or all of it), the timer thread
-//! compacts it, keeping only the items its `is_live` callback still accepts.
-//! So the heap holds at most about twice as many entries as there are
-//! pending deadlines (plus a small constant), instead of every early-settled
-//! entry until its deadline.
+//! The entries live in a [`DelayQueue`] (a hierarchical timing wheel:
+//! insertion and removal in O(1), one tokio sleep for the whole queue) behind
+//! a mutex. [`Timer::schedule`] inserts on the caller's thread and
+//! [`Timer::cancel`] removes there, so the entry of a waiter settled early is
+//! freed at once. The thread runs a current-thread tokio runtime with only its
+//! time driver, and one task that takes the due entries out of the queue and
+//! fires them; it is woken only when a deadline passes or an earlier one is
+//! scheduled, not for every entry.
 //!
-//! The thread is started on first use and sleeps on a condvar until the
-//! earliest deadline; scheduling an earlier deadline, or enough reports to
-//! compact, wakes it. A panic in a callback is caught and reported on
-//! stderr: it costs that one item, never the thread, so later deadlines of
-//! the process still fire.
+//! The thread is started by the first [`Timer::schedule`], not before. A
+//! panic in the callback is caught and reported on stderr: it costs that one
+//! item, never the thread, so later deadlines of the process still fire.
+//! The thread never ends and nothing joins it: it neither keeps a process
+//! alive nor delays its exit.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::HashMap;
+use std::future::poll_fn;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
-/// Heaps smaller than this are never compacted: not worth a pass.
-const COMPACT_MIN: usize = 64;
+use parking_lot::Mutex;
+use tokio::runtime::Handle;
+use tokio_util::time::{delay_queue, DelayQueue};
 
-struct State<T> {
-    /// Pending deadlines, earliest on top.
-    heap: BinaryHeap<Reverse<(Instant, T)>>,
-    /// Entries reported dead by [`Timer::forget`] since the last compaction
-    /// (an estimate: some may already have fired).
-    forgotten: usize,
-    /// A compaction was asked for and has not run yet.
-    compact: bool,
-    started: bool,
+/// Deadlines further away than this are queued at this distance, and queued
+/// again each time it passes: the wheel holds about two years at most.
+const HORIZON: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// At most this many due entries are taken out per pass of the timer thread,
+/// which holds the queue's lock meanwhile.
+const BATCH: usize = 256;
+
+/// An empty queue that once held more entries than this gives back its memory.
+const SHRINK: usize = 1024;
+
+/// A scheduled deadline, for [`Timer::cancel`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Entry(u64);
+
+type Fire<T> = Arc<dyn Fn(T) + Send + Sync>;
+
+/// The entries, and where each one is in the wheel ([`delay_queue::Key`]s
+/// are reused once their entry left, entry numbers never are).
+struct Queue<T> {
+    wheel: DelayQueue<(Entry, Instant, T)>,
+    keys: HashMap<Entry, delay_queue::Key>,
+    next: u64,
 }
 
-struct Shared<T> {
-    state: Mutex<State<T>>,
-    wake: Condvar,
-}
+impl<T> Queue<T> {
+    fn insert(&mut self, entry: Entry, deadline: Instant, item: T) {
+        let at = deadline.min(Instant::now() + HORIZON);
+        let key = self.wheel.insert_at((entry, deadline, item), at.into());
+        self.keys.insert(entry, key);
+    }
 
-type Callbacks<T> = (Box<dyn Fn(T) + Send + Sync>, Box<dyn Fn(&T) -> bool + Send + Sync>);
+    /// Gives back what a burst of deadlines grew, once all are gone. (On the
+    /// timer thread, which then registers with the new queue: a queue that
+    /// becomes empty wakes it.)
+    fn shrink_if_empty(&mut self, cx: &mut Context<'_>) {
+        if self.keys.is_empty() && self.keys.capacity() > SHRINK {
+            self.wheel = DelayQueue::new();
+            self.keys = HashMap::new();
+            let _ = self.wheel.poll_expired(cx);
+        }
+    }
+}
 
 /// A deadline thread calling `fire(item)` for each item whose deadline passed.
-pub struct Timer<T: Ord + Send + 'static> {
-    shared: Arc<Shared<T>>,
-    /// `fire(item)`, and `is_live(item)`: whether an entry still has work to
-    /// do (false lets compaction drop it; `fire` must do nothing for it).
-    callbacks: Arc<Callbacks<T>>,
+pub struct Timer<T: Send + 'static> {
+    fire: Fire<T>,
+    queue: Arc<Mutex<Queue<T>>>,
+    /// The timer thread's runtime, once started: the queue's sleep belongs
+    /// to its time driver.
+    runtime: OnceLock<Handle>,
 }
 
-impl<T: Ord + Send + 'static> Timer<T> {
-    /// A timer whose entries are never reported dead (never compacted).
+impl<T: Send + 'static> Timer<T> {
+    /// A timer that calls `fire(item)` on its thread for each deadline that passes.
     pub fn new(fire: impl Fn(T) + Send + Sync + 'static) -> Self {
-        Self::with_liveness(fire, |_| true)
-    }
-
-    /// A timer that compacts its heap with `is_live` once enough entries were
-    /// reported dead with [`Timer::forget`].
-    pub fn with_liveness(
-        fire: impl Fn(T) + Send + Sync + 'static,
-        is_live: impl Fn(&T) -> bool + Send + Sync + 'static,
-    ) -> Self {
         Timer {
-            shared: Arc::new(Shared {
-                state: Mutex::new(State { heap: BinaryHeap::new(), forgotten: 0, compact: false, started: false }),
-                wake: Condvar::new(),
-            }),
-            callbacks: Arc::new((Box::new(fire), Box::new(is_live))),
+            fire: Arc::new(fire),
+            queue: Arc::new(Mutex::new(Queue { wheel: DelayQueue::new(), keys: HashMap::new(), next: 0 })),
+            runtime: OnceLock::new(),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State<T>> {
-        self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
+    /// Calls `fire(item)` on the timer thread once `deadline` has passed
+    /// (never before; tokio's timer counts whole milliseconds, so usually
+    /// within a millisecond or two after). Starts the thread on first use.
+    pub fn schedule(&self, deadline: Instant, item: T) -> Entry {
+        // The queue may create or move its sleep, which needs the runtime.
+        let _runtime = self.runtime().enter();
+        let mut queue = self.queue.lock();
+        let entry = Entry(queue.next);
+        queue.next += 1;
+        queue.insert(entry, deadline, item);
+        entry
     }
 
-    /// Calls `fire(item)` on the timer thread once `deadline` has passed.
-    pub fn schedule(&self, deadline: Instant, item: T) {
-        let mut state = self.lock();
-        let earliest = state.heap.peek().is_none_or(|Reverse((d, _))| deadline < *d);
-        state.heap.push(Reverse((deadline, item)));
-        if !state.started {
-            state.started = true;
-            let shared = self.shared.clone();
-            let callbacks = self.callbacks.clone();
+    /// Drops a scheduled entry whose work is done (its waiter was settled
+    /// another way): it will not fire, and its memory is freed now.
+    /// Cancelling an entry that already fired (or was cancelled) does nothing.
+    pub fn cancel(&self, entry: Entry) {
+        let Some(runtime) = self.runtime.get() else { return };
+        let _runtime = runtime.enter();
+        let mut queue = self.queue.lock();
+        if let Some(key) = queue.keys.remove(&entry) {
+            queue.wheel.remove(&key);
+        }
+    }
+
+    /// How many entries the timer holds (scheduled, not yet fired nor cancelled).
+    pub fn pending(&self) -> usize {
+        self.queue.lock().keys.len()
+    }
+
+    fn runtime(&self) -> &Handle {
+        self.runtime.get_or_init(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .expect("cannot build the timer's runtime");
+            let handle = runtime.handle().clone();
+            let (queue, fire) = (self.queue.clone(), self.fire.clone());
             std::thread::Builder::new()
                 .name("shared-futex-timer".into())
-                .spawn(move || run(&shared, &callbacks))
+                .spawn(move || runtime.block_on(run(&queue, &*fire)))
                 .expect("cannot start the timer thread");
-        } else if earliest {
-            self.shared.wake.notify_one();
-        }
+            handle
+        })
     }
-
-    /// Reports that `n` scheduled entries no longer have work to do (their
-    /// waiters were settled another way). Wakes the timer thread to compact
-    /// the heap once such entries are half of it.
-    pub fn forget(&self, n: usize) {
-        if n == 0 {
-            return;
-        }
-        let mut state = self.lock();
-        state.forgotten += n;
-        if !state.compact && wants_compaction(&state) {
-            state.compact = true;
-            self.shared.wake.notify_one();
-        }
-    }
-
-    /// How many deadlines are in the heap (including ones whose waiter was
-    /// already settled and that were not compacted away yet).
-    pub fn pending(&self) -> usize {
-        self.lock().heap.len()
-    }
-}
-
-/// Half the heap reported dead, or all of it (however small).
-fn wants_compaction<T>(state: &State<T>) -> bool {
-    let len = state.heap.len();
-    len > 0 && (state.forgotten >= len || (len >= COMPACT_MIN && state.forgotten * 2 >= len))
 }
 
 /// Runs `f`, reporting a panic on stderr instead of unwinding into the
-/// timer thread. Returns `None` if it panicked.
-fn guarded<R>(what: &str, f: impl FnOnce() -> R) -> Option<R> {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(r) => Some(r),
-        Err(payload) => {
-            let msg = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            eprintln!("shared-futex: the timer's {what} callback panicked ({msg}); the timer goes on");
-            None
-        }
+/// timer thread.
+fn guarded(what: &str, f: impl FnOnce()) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        eprintln!("shared-futex: the timer's {what} callback panicked ({msg}); the timer goes on");
     }
 }
 
-fn run<T: Ord>(shared: &Shared<T>, callbacks: &Callbacks<T>) {
-    let (fire, is_live) = (&callbacks.0, &callbacks.1);
-    let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        if state.compact {
-            // Filter without holding the lock: `is_live` takes bucket locks,
-            // and JS threads scheduling deadlines should not wait for a pass
-            // over the whole heap. Entries scheduled meanwhile are kept.
-            let heap = std::mem::take(&mut state.heap);
-            state.forgotten = 0;
-            state.compact = false;
-            drop(state);
-            let kept: Vec<_> = heap
-                .into_vec()
-                .into_iter()
-                .filter(|Reverse((_, item))| guarded("is_live", || is_live(item)).unwrap_or(true))
-                .collect();
-            state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            state.heap.extend(kept);
-            // Reports that arrived during the pass may already call for another.
-            state.compact = wants_compaction(&state);
-            continue;
-        }
-        let now = Instant::now();
-        let mut due = Vec::new();
-        while let Some(Reverse((deadline, _))) = state.heap.peek() {
-            if *deadline > now {
-                break;
+/// The timer thread's one task: takes due entries out of the queue and fires
+/// them, without holding the queue's lock (`fire` takes bucket locks, and
+/// may cancel other entries).
+async fn run<T>(queue: &Mutex<Queue<T>>, fire: &(dyn Fn(T) + Send + Sync)) {
+    let mut due = Vec::new();
+    poll_fn(|cx: &mut Context<'_>| loop {
+        {
+            let mut queue = queue.lock();
+            while due.len() < BATCH {
+                // Registers the task for the next deadline, and for an
+                // earlier one that `schedule` inserts.
+                let Poll::Ready(Some(expired)) = queue.wheel.poll_expired(cx) else { break };
+                let (entry, deadline, item) = expired.into_inner();
+                if deadline > Instant::now() {
+                    // A deadline past the horizon: queue it again.
+                    queue.insert(entry, deadline, item);
+                    continue;
+                }
+                queue.keys.remove(&entry);
+                due.push(item);
             }
-            let Reverse((_, item)) = state.heap.pop().expect("peeked");
-            due.push(item);
+            queue.shrink_if_empty(cx);
         }
-        if !due.is_empty() {
-            // Fire without holding the lock: `fire` takes bucket locks and may
-            // call back into `schedule` or `forget` indirectly.
-            drop(state);
-            for item in due {
-                guarded("fire", || fire(item));
-            }
-            state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            continue;
+        if due.is_empty() {
+            return Poll::<()>::Pending;
         }
-        state = match state.heap.peek() {
-            Some(Reverse((deadline, _))) => {
-                let wait = deadline.saturating_duration_since(now);
-                shared.wake.wait_timeout(state, wait).unwrap_or_else(|e| e.into_inner()).0
-            }
-            None => shared.wake.wait(state).unwrap_or_else(|e| e.into_inner()),
-        };
-    }
+        for item in due.drain(..) {
+            guarded("fire", || fire(item));
+        }
+    })
+    .await
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::mpsc;
-    use std::time::Duration;
+    use std::sync::Mutex;
+
+    fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting until {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
 
     #[test]
     fn fires_in_deadline_order_and_not_early() {
@@ -217,7 +217,16 @@ mod tests {
             got.push(i);
         }
         assert_eq!(got, vec![1, 2, 3]);
-        assert_eq!(timer.pending(), 0);
+        wait_until("the fired entries are gone", || timer.pending() == 0);
+    }
+
+    #[test]
+    fn a_deadline_in_the_past_fires_at_once() {
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        let timer = Timer::new(move |i: u32| tx.lock().unwrap().send(i).unwrap());
+        timer.schedule(Instant::now() - Duration::from_secs(1), 7);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(7));
     }
 
     #[test]
@@ -236,25 +245,77 @@ mod tests {
         assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(2), "the timer thread died with the panic");
         timer.schedule(Instant::now(), 3);
         assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(3));
+        wait_until("the entries are gone, the panicking one too", || timer.pending() == 0);
     }
 
     #[test]
-    fn forgotten_entries_are_compacted_away() {
-        use std::collections::HashSet;
-        let live: Arc<Mutex<HashSet<u32>>> = Arc::new(Mutex::new((0..1000).collect()));
-        let check = live.clone();
-        let timer = Timer::with_liveness(|_: u32| {}, move |i| check.lock().unwrap().contains(i));
+    fn cancelled_entries_are_released_and_never_fire() {
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        let timer = Timer::new(move |i: u32| tx.lock().unwrap().send(i).unwrap());
         let far = Instant::now() + Duration::from_secs(3600);
-        for i in 0..1000 {
-            timer.schedule(far, i);
-        }
+        let entries: Vec<Entry> = (0..1000).map(|i| timer.schedule(far, i)).collect();
+        assert_eq!(timer.pending(), 1000);
         // 900 waiters settle early: their entries must not stay for an hour.
-        live.lock().unwrap().retain(|i| *i >= 900);
-        timer.forget(900);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while timer.pending() != 100 {
-            assert!(Instant::now() < deadline, "still {} entries", timer.pending());
-            std::thread::yield_now();
+        for &entry in &entries[..900] {
+            timer.cancel(entry);
         }
+        assert_eq!(timer.pending(), 100, "cancelled entries are still held");
+        // Cancelling twice, or after the entry fired, changes nothing.
+        timer.cancel(entries[0]);
+        let soon = timer.schedule(Instant::now() + Duration::from_millis(20), 1000);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(1000));
+        timer.cancel(soon);
+        for &entry in &entries[900..] {
+            timer.cancel(entry);
+        }
+        wait_until("every entry is released", || timer.pending() == 0);
+        assert!(rx.try_recv().is_err(), "a cancelled entry fired");
+    }
+
+    #[test]
+    fn a_queue_emptied_by_cancels_still_fires_later_deadlines() {
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        let timer = Timer::new(move |i: u32| tx.lock().unwrap().send(i).unwrap());
+        for round in 0..3 {
+            // A burst the timer thread gives back once it is all cancelled.
+            let far = Instant::now() + Duration::from_secs(3600);
+            let entries: Vec<Entry> = (0..2 * SHRINK as u32).map(|i| timer.schedule(far, i)).collect();
+            for entry in entries {
+                timer.cancel(entry);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            timer.schedule(Instant::now() + Duration::from_millis(5), round);
+            assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(round), "round {round}");
+        }
+    }
+
+    #[test]
+    fn cancels_racing_their_deadlines_release_every_entry_once() {
+        let timer = Timer::new(|_: u32| {});
+        let start = Instant::now();
+        let entries: Vec<Entry> = (0..2000).map(|i| timer.schedule(start + Duration::from_micros(i * 5), 0)).collect();
+        for entry in entries {
+            timer.cancel(entry);
+        }
+        // Each entry leaves once, fired or cancelled: a count that went
+        // below zero or stayed above it would never read 0.
+        wait_until("every entry fired or was cancelled", || timer.pending() == 0);
+    }
+
+    #[test]
+    fn a_deadline_past_the_horizon_is_kept_not_fired() {
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        let timer = Timer::new(move |i: u32| tx.lock().unwrap().send(i).unwrap());
+        // Far past what the wheel holds: must neither fire nor stop the thread.
+        let far = timer.schedule(Instant::now() + HORIZON * 100, 0);
+        timer.schedule(Instant::now() + Duration::from_millis(10), 1);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(1), "the timer thread died");
+        assert_eq!(timer.pending(), 1);
+        timer.cancel(far);
+        wait_until("the far entry is released", || timer.pending() == 0);
+        assert!(rx.try_recv().is_err(), "the far entry fired");
     }
 }
