@@ -28,7 +28,6 @@
 //! reached the batch but can no longer be delivered goes to the next waiter
 //! of its address.
 
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -84,6 +83,40 @@ impl Token {
     }
 }
 
+/// The timer entries of a thread's pending timed waiters, by slot. (Slots are
+/// small numbers: the JS layer hands out freed ones first.)
+#[derive(Default)]
+struct Deadlines {
+    by_slot: Vec<Option<Entry>>,
+    count: usize,
+}
+
+impl Deadlines {
+    fn insert(&mut self, slot: u32, entry: Entry) {
+        let i = slot as usize;
+        if i >= self.by_slot.len() {
+            self.by_slot.resize(i + 1, None);
+        }
+        if self.by_slot[i].replace(entry).is_none() {
+            self.count += 1;
+        }
+    }
+
+    fn remove(&mut self, slot: u32) -> Option<Entry> {
+        let entry = self.by_slot.get_mut(slot as usize)?.take()?;
+        self.count -= 1;
+        if self.count == 0 && self.by_slot.len() > 1024 {
+            // Give back what a burst of waiters grew.
+            self.by_slot = Vec::new();
+        }
+        Some(entry)
+    }
+
+    fn entries(self) -> impl Iterator<Item = Entry> {
+        self.by_slot.into_iter().flatten()
+    }
+}
+
 pub struct Resolver {
     /// Cleared by the env cleanup hook, before the thread's waiters are removed.
     alive: AtomicBool,
@@ -127,7 +160,7 @@ struct Inner {
     refed: bool,
     /// The timer entries of this thread's pending waiters, by slot: a waiter
     /// settled before its deadline cancels its entry.
-    deadlines: HashMap<u32, Entry>,
+    deadlines: Deadlines,
     /// Slots of timed waiters settled by another thread before their own
     /// thread scheduled their deadline (in the moment between queueing and
     /// `queued`): that deadline is not scheduled at all. Almost always empty.
@@ -187,7 +220,7 @@ impl Owner for Resolver {
                 return pass_on(key, outcome);
             }
             if token.timed() {
-                match inner.deadlines.remove(&token.slot()) {
+                match inner.deadlines.remove(token.slot()) {
                     // Settled before its deadline: its timer entry has nothing left to do.
                     Some(entry) if outcome != AsyncOutcome::TimedOut => TIMER.cancel(entry),
                     Some(_) => {}
@@ -266,7 +299,7 @@ impl Resolver {
         }
         let mut inner = self.inner.lock();
         if token.timed() {
-            if let Some(entry) = inner.deadlines.remove(&token.slot()) {
+            if let Some(entry) = inner.deadlines.remove(token.slot()) {
                 TIMER.cancel(entry);
             }
         }
@@ -318,7 +351,7 @@ pub unsafe fn init(env: sys::napi_env, deliver: sys::napi_value) -> Result<()> {
             keep_alive: 0,
             delivering: false,
             refed: true,
-            deadlines: HashMap::new(),
+            deadlines: Deadlines::default(),
             settled_unscheduled: Vec::new(),
         }),
     });
@@ -469,10 +502,9 @@ unsafe extern "C" fn cleanup(arg: *mut c_void) {
     let batch = {
         let mut inner = resolver.inner.lock();
         inner.closed = true;
-        for (_, entry) in inner.deadlines.drain() {
+        for entry in std::mem::take(&mut inner.deadlines).entries() {
             TIMER.cancel(entry);
         }
-        inner.deadlines.shrink_to_fit();
         inner.settled_unscheduled = Vec::new();
         std::mem::take(&mut inner.batch)
     };

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::future::poll_fn;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -32,8 +32,16 @@ use tokio::runtime::Handle;
 use tokio_util::time::{delay_queue, DelayQueue};
 
 /// Deadlines further away than this are queued at this distance, and queued
-/// again each time it passes: the wheel holds about two years at most.
+/// again each time it passes. The wheel holds about 795 days past the last
+/// time it moved, so with [`BEAT`] this keeps well inside it.
 const HORIZON: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The wheel moves only when something in it fires: an entry that fires
+/// this often keeps it from lagging behind (a wake-up of the thread a day).
+const BEAT: Duration = Duration::from_secs(24 * 3600);
+
+/// The wheel's name for the beat.
+const BEAT_INDEX: u32 = u32::MAX;
 
 /// At most this many due entries are taken out per pass of the timer thread,
 /// which holds the queue's lock meanwhile.
@@ -44,34 +52,122 @@ const SHRINK: usize = 1024;
 
 /// A scheduled deadline, for [`Timer::cancel`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Entry(u64);
+pub struct Entry {
+    index: u32,
+    generation: u32,
+}
 
 type Fire<T> = Arc<dyn Fn(T) + Send + Sync>;
 
-/// The entries, and where each one is in the wheel ([`delay_queue::Key`]s
-/// are reused once their entry left, entry numbers never are).
+/// An entry's place: its item and where it is in the wheel while it is
+/// there. A slot is reused by a later entry with the next generation, so an
+/// [`Entry`] whose deadline fired or was cancelled names nothing any more.
+struct Slot<T> {
+    generation: u32,
+    key: Option<delay_queue::Key>,
+    item: Option<T>,
+}
+
+/// The wheel (which knows entries by slot index), and the slots.
 struct Queue<T> {
-    wheel: DelayQueue<(Entry, Instant, T)>,
-    keys: HashMap<Entry, delay_queue::Key>,
-    next: u64,
+    wheel: DelayQueue<u32>,
+    slots: Vec<Slot<T>>,
+    free: Vec<u32>,
+    len: usize,
+    /// The real deadlines of the entries queued at the horizon.
+    far: HashMap<u32, Instant>,
+    /// Deadlines up to this can be queued as they are (a recent now + HORIZON).
+    near: Instant,
+    /// The timer task, woken when a large queue becomes empty, to shrink it.
+    task: Option<Waker>,
 }
 
 impl<T> Queue<T> {
-    fn insert(&mut self, entry: Entry, deadline: Instant, item: T) {
-        let at = deadline.min(Instant::now() + HORIZON);
-        let key = self.wheel.insert_at((entry, deadline, item), at.into());
-        self.keys.insert(entry, key);
+    /// An empty queue; the beat goes in once the runtime runs.
+    fn new() -> Self {
+        Queue {
+            wheel: DelayQueue::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+            far: HashMap::new(),
+            near: Instant::now() + HORIZON,
+            task: None,
+        }
     }
 
-    /// Gives back what a burst of deadlines grew, once all are gone. (On the
-    /// timer thread, which then registers with the new queue: a queue that
-    /// becomes empty wakes it.)
-    fn shrink_if_empty(&mut self, cx: &mut Context<'_>) {
-        if self.keys.is_empty() && self.keys.capacity() > SHRINK {
-            self.wheel = DelayQueue::new();
-            self.keys = HashMap::new();
-            let _ = self.wheel.poll_expired(cx);
+    /// Puts slot `index` in the wheel for `deadline`, or for the horizon.
+    fn queue(&mut self, index: u32, deadline: Instant) -> delay_queue::Key {
+        let mut at = deadline;
+        if deadline > self.near {
+            self.near = Instant::now() + HORIZON;
+            if deadline > self.near {
+                self.far.insert(index, deadline);
+                at = self.near;
+            }
         }
+        self.wheel.insert_at(index, at.into())
+    }
+
+    fn insert(&mut self, deadline: Instant, item: T) -> Entry {
+        let index = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(Slot { generation: 0, key: None, item: None });
+            (self.slots.len() - 1) as u32
+        });
+        let key = self.queue(index, deadline);
+        let slot = &mut self.slots[index as usize];
+        slot.key = Some(key);
+        slot.item = Some(item);
+        self.len += 1;
+        Entry { index, generation: slot.generation }
+    }
+
+    /// Frees the slot of an entry that left the wheel; returns its item.
+    fn release(&mut self, index: u32) -> Option<T> {
+        let slot = &mut self.slots[index as usize];
+        slot.key = None;
+        slot.generation = slot.generation.wrapping_add(1);
+        let item = slot.item.take();
+        self.free.push(index);
+        self.len -= 1;
+        if !self.far.is_empty() {
+            self.far.remove(&index);
+        }
+        item
+    }
+
+    fn cancel(&mut self, entry: Entry) {
+        let Some(slot) = self.slots.get(entry.index as usize) else { return };
+        let (true, Some(key)) = (slot.generation == entry.generation, slot.key) else { return };
+        self.wheel.remove(&key);
+        self.release(entry.index);
+        if self.len == 0 && self.slots.len() > SHRINK {
+            if let Some(task) = &self.task {
+                task.wake_by_ref();
+            }
+        }
+    }
+
+    /// Slot `index` came out of the wheel: its item if its deadline passed.
+    /// (On the timer thread.)
+    fn expired(&mut self, index: u32) -> Option<T> {
+        if index == BEAT_INDEX {
+            self.beat();
+            return None;
+        }
+        if let Some(&deadline) = self.far.get(&index) {
+            if deadline > Instant::now() {
+                // A deadline past the horizon: queue it again.
+                let key = self.queue(index, deadline);
+                self.slots[index as usize].key = Some(key);
+                return None;
+            }
+        }
+        self.release(index)
+    }
+
+    fn beat(&mut self) {
+        self.wheel.insert_at(BEAT_INDEX, (Instant::now() + BEAT).into());
     }
 }
 
@@ -87,11 +183,7 @@ pub struct Timer<T: Send + 'static> {
 impl<T: Send + 'static> Timer<T> {
     /// A timer that calls `fire(item)` on its thread for each deadline that passes.
     pub fn new(fire: impl Fn(T) + Send + Sync + 'static) -> Self {
-        Timer {
-            fire: Arc::new(fire),
-            queue: Arc::new(Mutex::new(Queue { wheel: DelayQueue::new(), keys: HashMap::new(), next: 0 })),
-            runtime: OnceLock::new(),
-        }
+        Timer { fire: Arc::new(fire), queue: Arc::new(Mutex::new(Queue::new())), runtime: OnceLock::new() }
     }
 
     /// Calls `fire(item)` on the timer thread once `deadline` has passed
@@ -100,11 +192,7 @@ impl<T: Send + 'static> Timer<T> {
     pub fn schedule(&self, deadline: Instant, item: T) -> Entry {
         // The queue may create or move its sleep, which needs the runtime.
         let _runtime = self.runtime().enter();
-        let mut queue = self.queue.lock();
-        let entry = Entry(queue.next);
-        queue.next += 1;
-        queue.insert(entry, deadline, item);
-        entry
+        self.queue.lock().insert(deadline, item)
     }
 
     /// Drops a scheduled entry whose work is done (its waiter was settled
@@ -113,15 +201,12 @@ impl<T: Send + 'static> Timer<T> {
     pub fn cancel(&self, entry: Entry) {
         let Some(runtime) = self.runtime.get() else { return };
         let _runtime = runtime.enter();
-        let mut queue = self.queue.lock();
-        if let Some(key) = queue.keys.remove(&entry) {
-            queue.wheel.remove(&key);
-        }
+        self.queue.lock().cancel(entry);
     }
 
     /// How many entries the timer holds (scheduled, not yet fired nor cancelled).
     pub fn pending(&self) -> usize {
-        self.queue.lock().keys.len()
+        self.queue.lock().len
     }
 
     fn runtime(&self) -> &Handle {
@@ -158,24 +243,29 @@ fn guarded(what: &str, f: impl FnOnce()) {
 /// them, without holding the queue's lock (`fire` takes bucket locks, and
 /// may cancel other entries).
 async fn run<T>(queue: &Mutex<Queue<T>>, fire: &(dyn Fn(T) + Send + Sync)) {
+    queue.lock().beat();
     let mut due = Vec::new();
     poll_fn(|cx: &mut Context<'_>| loop {
         {
             let mut queue = queue.lock();
+            if !queue.task.as_ref().is_some_and(|t| t.will_wake(cx.waker())) {
+                queue.task = Some(cx.waker().clone());
+            }
+            if queue.len == 0 && queue.slots.len() > SHRINK {
+                // Give back what a burst of deadlines grew.
+                let task = queue.task.take();
+                *queue = Queue::new();
+                queue.task = task;
+                queue.beat();
+            }
             while due.len() < BATCH {
                 // Registers the task for the next deadline, and for an
                 // earlier one that `schedule` inserts.
                 let Poll::Ready(Some(expired)) = queue.wheel.poll_expired(cx) else { break };
-                let (entry, deadline, item) = expired.into_inner();
-                if deadline > Instant::now() {
-                    // A deadline past the horizon: queue it again.
-                    queue.insert(entry, deadline, item);
-                    continue;
+                if let Some(item) = queue.expired(expired.into_inner()) {
+                    due.push(item);
                 }
-                queue.keys.remove(&entry);
-                due.push(item);
             }
-            queue.shrink_if_empty(cx);
         }
         if due.is_empty() {
             return Poll::<()>::Pending;
@@ -289,6 +379,21 @@ mod tests {
             timer.schedule(Instant::now() + Duration::from_millis(5), round);
             assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(round), "round {round}");
         }
+    }
+
+    #[test]
+    fn cancelling_a_fired_entry_leaves_the_one_that_took_its_place() {
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        let timer = Timer::new(move |i: u32| tx.lock().unwrap().send(i).unwrap());
+        let first = timer.schedule(Instant::now(), 1);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(1));
+        wait_until("the fired entry is released", || timer.pending() == 0);
+        let second = timer.schedule(Instant::now() + Duration::from_millis(20), 2);
+        timer.cancel(first);
+        assert_eq!(timer.pending(), 1);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(2), "a stale entry cancelled another");
+        timer.cancel(second);
     }
 
     #[test]
