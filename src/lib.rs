@@ -27,12 +27,15 @@ use resolver::Token;
 /// Every waiter of the process, sync and async, from every thread.
 pub(crate) static TABLE: LazyLock<WaitTable> = LazyLock::new(WaitTable::default);
 
-/// Deadlines of async waiters with a finite timeout. The entry of a waiter
-/// settled early is cancelled by its thread's resolver.
+/// Deadlines of async waiters with a finite timeout. Entries of waiters
+/// settled early are reported with `forget` and compacted away.
 pub(crate) static TIMER: LazyLock<Timer<Ticket>> = LazyLock::new(|| {
-    Timer::new(|ticket| {
-        TABLE.timeout(ticket);
-    })
+    Timer::with_liveness(
+        |ticket| {
+            TABLE.timeout(ticket);
+        },
+        |ticket| TABLE.is_queued(ticket.key, ticket.seq),
+    )
 });
 
 /// A blocked `wait` checks this often whether its thread is being stopped.
@@ -119,7 +122,10 @@ pub(crate) fn this_resolver() -> Result<Arc<resolver::Resolver>> {
 /// another thread, but its outcome can only be delivered on this thread,
 /// after the call returns. Returns its sequence number, as JS receives it.
 pub(crate) fn queued(owner: &resolver::Resolver, ticket: Ticket, at: Option<Instant>) -> f64 {
-    owner.queued(ticket, at);
+    owner.queued(Token(ticket.token));
+    if let Some(at) = at {
+        TIMER.schedule(at, ticket);
+    }
     ticket.seq as f64
 }
 
@@ -307,8 +313,7 @@ pub struct Diagnostics {
     pub undelivered: u32,
     /// Threads' resolvers not yet freed.
     pub resolvers: u32,
-    /// Deadlines the timer holds: those of pending async waiters (a waiter
-    /// settled early has its entry removed at once).
+    /// Entries in the deadline heap (including early-settled ones not yet compacted away).
     pub timer_entries: u32,
     /// Ranges of ended threads in the thread registry.
     pub dead_thread_ranges: u32,

@@ -33,10 +33,8 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::ThreadId;
-use std::time::Instant;
 
-use futex_core::timer::Entry;
-use futex_core::{AsyncOutcome, Key, Owner, Ticket};
+use futex_core::{AsyncOutcome, Key, Owner};
 use napi::{sys, Result};
 use parking_lot::{Mutex, RwLock};
 
@@ -83,40 +81,6 @@ impl Token {
     }
 }
 
-/// The timer entries of a thread's pending timed waiters, by slot. (Slots are
-/// small numbers: the JS layer hands out freed ones first.)
-#[derive(Default)]
-struct Deadlines {
-    by_slot: Vec<Option<Entry>>,
-    count: usize,
-}
-
-impl Deadlines {
-    fn insert(&mut self, slot: u32, entry: Entry) {
-        let i = slot as usize;
-        if i >= self.by_slot.len() {
-            self.by_slot.resize(i + 1, None);
-        }
-        if self.by_slot[i].replace(entry).is_none() {
-            self.count += 1;
-        }
-    }
-
-    fn remove(&mut self, slot: u32) -> Option<Entry> {
-        let entry = self.by_slot.get_mut(slot as usize)?.take()?;
-        self.count -= 1;
-        if self.count == 0 && self.by_slot.len() > 1024 {
-            // Give back what a burst of waiters grew.
-            self.by_slot = Vec::new();
-        }
-        Some(entry)
-    }
-
-    fn entries(self) -> impl Iterator<Item = Entry> {
-        self.by_slot.into_iter().flatten()
-    }
-}
-
 pub struct Resolver {
     /// Cleared by the env cleanup hook, before the thread's waiters are removed.
     alive: AtomicBool,
@@ -158,13 +122,6 @@ struct Inner {
     /// Whether the function is currently ref'd (uv handles are ref'd or not,
     /// not counted), i.e. `keep_alive > 0 || delivering` as last applied.
     refed: bool,
-    /// The timer entries of this thread's pending waiters, by slot: a waiter
-    /// settled before its deadline cancels its entry.
-    deadlines: Deadlines,
-    /// Slots of timed waiters settled by another thread before their own
-    /// thread scheduled their deadline (in the moment between queueing and
-    /// `queued`): that deadline is not scheduled at all. Almost always empty.
-    settled_unscheduled: Vec<u32>,
 }
 
 impl Inner {
@@ -213,21 +170,15 @@ impl Owner for Resolver {
 
     fn complete(&self, key: Key, token: u64, outcome: AsyncOutcome) {
         let token = Token(token);
+        if outcome != AsyncOutcome::TimedOut && token.timed() {
+            // Settled before its deadline: its timer entry has nothing left to do.
+            TIMER.forget(1);
+        }
         let (first, marked) = {
             let mut inner = self.inner.lock();
             if inner.closed {
                 drop(inner);
                 return pass_on(key, outcome);
-            }
-            if token.timed() {
-                match inner.deadlines.remove(token.slot()) {
-                    // Settled before its deadline: its timer entry has nothing left to do.
-                    Some(entry) if outcome != AsyncOutcome::TimedOut => TIMER.cancel(entry),
-                    Some(_) => {}
-                    // Settled before `queued` could schedule the deadline.
-                    None if outcome != AsyncOutcome::TimedOut => inner.settled_unscheduled.push(token.slot()),
-                    None => {}
-                }
             }
             inner.batch.push((key, token, outcome));
             UNDELIVERED.fetch_add(1, Ordering::Relaxed);
@@ -262,30 +213,11 @@ impl Owner for Resolver {
 }
 
 impl Resolver {
-    /// A waiter of this thread was queued (`ticket`), with its deadline if
-    /// it has one: count it for the keep-alive, schedule the deadline. Must
-    /// be called on the JS thread, inside the N-API call that queued it.
-    pub fn queued(&self, ticket: Ticket, at: Option<Instant>) {
-        let token = Token(ticket.token);
-        if !token.keep_alive() && at.is_none() {
-            return;
-        }
-        let mut inner = self.inner.lock();
-        if let Some(at) = at {
-            let slot = token.slot();
-            // Another thread may have settled it already (the call has not
-            // returned, so its slot is still its own).
-            match inner.settled_unscheduled.iter().position(|&s| s == slot) {
-                Some(i) => {
-                    inner.settled_unscheduled.swap_remove(i);
-                }
-                None => {
-                    let entry = TIMER.schedule(at, ticket);
-                    inner.deadlines.insert(slot, entry);
-                }
-            }
-        }
+    /// A waiter of this thread was queued. Must be called on the JS thread,
+    /// inside an N-API call.
+    pub fn queued(&self, token: Token) {
         if token.keep_alive() {
+            let mut inner = self.inner.lock();
             inner.keep_alive += 1;
             inner.apply_ref(&self.tsfn);
         }
@@ -294,16 +226,11 @@ impl Resolver {
     /// A waiter of this thread left the queue without an outcome (cancelled).
     /// Must be called on the JS thread, inside an N-API call.
     pub fn cancelled(&self, token: Token) {
-        if !token.keep_alive() && !token.timed() {
-            return;
-        }
-        let mut inner = self.inner.lock();
         if token.timed() {
-            if let Some(entry) = inner.deadlines.remove(token.slot()) {
-                TIMER.cancel(entry);
-            }
+            TIMER.forget(1);
         }
         if token.keep_alive() {
+            let mut inner = self.inner.lock();
             inner.keep_alive -= 1;
             inner.apply_ref(&self.tsfn);
         }
@@ -351,8 +278,6 @@ pub unsafe fn init(env: sys::napi_env, deliver: sys::napi_value) -> Result<()> {
             keep_alive: 0,
             delivering: false,
             refed: true,
-            deadlines: Deadlines::default(),
-            settled_unscheduled: Vec::new(),
         }),
     });
     let mut name = ptr::null_mut();
@@ -493,19 +418,16 @@ unsafe extern "C" fn cleanup(arg: *mut c_void) {
     let resolver = unsafe { Arc::from_raw(arg as *const Resolver) };
     // First: notifiers stop counting this thread's waiters...
     resolver.alive.store(false, Ordering::Release);
-    // ...then they leave the queues...
+    // ...then they leave the queues (their deadlines need not fire)...
     let owner: Arc<dyn Owner> = resolver.clone();
-    TABLE.remove_owner(&owner, |_| {});
-    // ...their deadlines are cancelled, and wake-ups this thread took but
-    // will never see go on to the next waiter, as do later ones (from
-    // notifiers that saw it alive)...
+    let mut timed = 0;
+    TABLE.remove_owner(&owner, |token| timed += usize::from(Token(token).timed()));
+    TIMER.forget(timed);
+    // ...wake-ups this thread took but will never see go on to the next
+    // waiter, as do later ones (from notifiers that saw it alive)...
     let batch = {
         let mut inner = resolver.inner.lock();
         inner.closed = true;
-        for entry in std::mem::take(&mut inner.deadlines).entries() {
-            TIMER.cancel(entry);
-        }
-        inner.settled_unscheduled = Vec::new();
         std::mem::take(&mut inner.batch)
     };
     UNDELIVERED.fetch_sub(batch.len(), Ordering::Relaxed);

@@ -28,8 +28,7 @@
 //! * [`semaphore`]: the counting semaphore word built the same way.
 //! * [`condvar`]: a condition variable's sequence word, the same way.
 //! * [`rwlock`]: the robust reader-writer lock built the same way.
-//! * [`timer`]: one background thread that fires async deadlines, on tokio
-//!   (not part of loom models).
+//! * [`timer`]: one background thread that fires async deadlines.
 //! * `sync`: a `std` / `loom` shim so model tests run the same code.
 
 pub mod condvar;
@@ -39,7 +38,6 @@ pub mod rwlock;
 pub mod semaphore;
 mod sync;
 pub mod table;
-#[cfg(not(loom))]
 pub mod timer;
 
 pub use condvar::RawCondvar;
@@ -50,5 +48,4 @@ pub use table::{
     presence_slot, AsyncOutcome, FilterOp, Key, Owner, Park, ParkToken, PresenceCount, Protocol, Ticket, UnparkResult,
     UnparkToken, WaitResult, WaitTable, PRESENCE_SLOTS, TOKEN_NORMAL,
 };
-#[cfg(not(loom))]
 pub use timer::Timer;
