@@ -5,7 +5,7 @@
 // rotates from round to round; the figures are the medians of the rounds
 // (min–max alongside).
 //
-//   node benchmark/timer-100k.js --binary heap=/tmp/old.node [--binary tokio=path.node] [--rounds 5] [--n 100000]
+//   node benchmark/timer-100k.js --binary heap=old.node [--binary tokio=new.node] [--rounds 5] [--n 100000]
 //
 // Without --binary it measures the package's own build, alone. Each build is
 // loaded through NAPI_RS_NATIVE_LIBRARY_PATH; the JavaScript layer is this
