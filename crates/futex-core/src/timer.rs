@@ -221,6 +221,27 @@ mod tests {
     }
 
     #[test]
+    fn an_earlier_deadline_wakes_the_sleeping_thread() {
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        let timer = Timer::new(move |i: u32| tx.lock().unwrap().send(i).unwrap());
+        timer.schedule(Instant::now() + Duration::from_secs(3600), 0);
+        // Let the thread go to sleep until that one.
+        std::thread::sleep(Duration::from_millis(50));
+        timer.schedule(Instant::now() + Duration::from_millis(10), 1);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(1));
+    }
+
+    #[test]
+    fn a_deadline_in_the_past_fires_at_once() {
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        let timer = Timer::new(move |i: u32| tx.lock().unwrap().send(i).unwrap());
+        timer.schedule(Instant::now() - Duration::from_secs(1), 7);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(7));
+    }
+
+    #[test]
     fn a_panicking_callback_does_not_stop_the_timer() {
         let (tx, rx) = mpsc::channel();
         let tx = Mutex::new(tx);
