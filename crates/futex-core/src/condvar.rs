@@ -9,9 +9,10 @@
 //! | `seq·2`       | sequence `seq`, nobody queued             |
 //! | `seq·2 + W`   | sequence `seq`, waiters queued            |
 //!
-//! A notify bumps the sequence with one fetch-add of 2 (the caller's own
-//! code, e.g. JavaScript), which never changes [`W`], and calls
-//! [`RawCondvar::notify`] only if the value it replaced had `W`. `W` is set
+//! A notify bumps the sequence by 2, which never changes [`W`]: with one
+//! compare-exchange that expects `W` clear in the caller's own code (e.g.
+//! JavaScript), nobody being queued; and, finding `W`, with
+//! [`RawCondvar::signal`], which bumps and wakes in one call. `W` is set
 //! if and only if waiters are queued on the word's address; it only changes
 //! under that address's bucket lock (here).
 //!
@@ -20,10 +21,11 @@
 //! * **park** ([`RawCondvar::wait`], [`RawCondvar::wait_async`]): a waiter
 //!   read the word before releasing its lock; the validation queues it only
 //!   if the sequence is still the one it read, setting `W`. Both the notify's
-//!   fetch-add and the validation's compare-exchange are read-modify-writes
+//!   bump and the validation's compare-exchange are read-modify-writes
 //!   of the word, so one comes first: either the validation sees the new
 //!   sequence and does not sleep, or the notify sees `W` and looks at the queue.
-//! * **notify** ([`RawCondvar::notify`]): [`WaitTable::unpark_one_if`] wakes
+//! * **notify** ([`RawCondvar::signal`], [`RawCondvar::notify`]): the bump,
+//!   then [`WaitTable::unpark_one_if`] wakes
 //!   the oldest waiter, clearing `W` in the same critical section if it was
 //!   the last one, as many times as asked (at most as many as were queued
 //!   when it began, so waiters that queue again meanwhile cannot keep it
@@ -222,6 +224,28 @@ impl RawCondvar {
         let word = unsafe { word(key) };
         let validate = |_| if Self::validate(word, seen) { Some(token()) } else { None };
         table.park_async(key, validate, self.park_of(), owner)
+    }
+
+    /// A whole notify in one call: bumps the sequence of the word at `key`
+    /// (one fetch-add of 2, which never changes `W`) and, if the value it
+    /// replaced had `W`, wakes up to `count` waiters, oldest first. Returns
+    /// how many were woken.
+    ///
+    /// The caller's own fast path (JavaScript) bumps the sequence with a
+    /// compare-exchange that expects `W` clear and comes here when it finds
+    /// `W`: a thread stopped between a bump and its wake-up would leave the
+    /// sleepers asleep past a notify, which this call cannot be cut into.
+    ///
+    /// # Safety
+    /// `key` is the address of a live, 4-aligned word during the call.
+    pub unsafe fn signal(&self, table: &WaitTable, key: Key, count: usize) -> usize {
+        // SAFETY: the caller's duty.
+        let word = unsafe { word(key) };
+        if word.fetch_add(2, SeqCst) & W == 0 {
+            return 0;
+        }
+        // SAFETY: as above.
+        unsafe { self.notify(table, key, count) }
     }
 
     /// Wakes up to `count` waiters of the word at `key`, oldest first, after

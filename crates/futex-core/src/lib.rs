@@ -28,10 +28,14 @@
 //! * [`semaphore`]: the counting semaphore word built the same way.
 //! * [`condvar`]: a condition variable's sequence word, the same way.
 //! * [`rwlock`]: the robust reader-writer lock built the same way.
+//! * [`event`]: the events' words (`ManualResetEvent.set`, and the
+//!   auto-reset event's protocol, built like the semaphore).
+//! * [`wake`]: state changes that owe a wake-up, made with it in one call.
 //! * [`timer`]: one background thread that fires async deadlines.
 //! * `sync`: a `std` / `loom` shim so model tests run the same code.
 
 pub mod condvar;
+pub mod event;
 pub mod lock;
 mod queue;
 pub mod rwlock;
@@ -39,8 +43,10 @@ pub mod semaphore;
 mod sync;
 pub mod table;
 pub mod timer;
+pub mod wake;
 
 pub use condvar::RawCondvar;
+pub use event::RawAutoEvent;
 pub use lock::RawLock;
 pub use rwlock::RawRwLock;
 pub use semaphore::RawSemaphore;
