@@ -131,3 +131,16 @@ pub fn condition_relocked(env: Env, ta: Unknown, index: f64, slot: u32, pass_on:
     }
     Ok(recorded)
 }
+
+/// A whole notify of the condition word `ta[index]`, for a caller that
+/// found the waiters bit set: bumps its sequence and wakes up to `count`
+/// waiters, in one call (a thread stopped between a bump and its wake-up
+/// would strand them). Returns how many woke.
+#[napi(js_name = "conditionSignal")]
+pub fn condition_signal(env: Env, ta: Unknown, index: f64, count: f64) -> Result<u32> {
+    // SAFETY: handles of this call.
+    let key = unsafe { word(&env, &ta, index)? };
+    let count = if count >= usize::MAX as f64 { usize::MAX } else { count.max(0.0) as usize };
+    // SAFETY: the array argument keeps the word alive during the call.
+    Ok(unsafe { CONDVAR.signal(&TABLE, key, count) } as u32)
+}

@@ -15,6 +15,7 @@ use parking_lot::Mutex;
 
 mod cell;
 pub mod condition;
+pub mod event;
 pub mod lock;
 pub mod raw;
 mod resolver;
