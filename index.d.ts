@@ -647,8 +647,8 @@ export class ManualResetEvent {
  * An event that releases one waiter per `set()`, in 4 bytes of a
  * SharedArrayBuffer. With nobody waiting, the event stays set until one wait
  * consumes it; setting a set event does nothing. N sets with N waiters
- * waiting release exactly N. A waiter that times out or aborts after its
- * set woke it passes the wake-up on. At most 32767 waiters at once.
+ * waiting release exactly N. A waiter that times out, aborts or whose thread
+ * ends after a set was handed to it passes the set on.
  */
 export class AutoResetEvent {
   /** Bytes one event takes in a buffer (4). */
@@ -666,12 +666,9 @@ export class AutoResetEvent {
 
   /** Releases one waiter, or leaves the event set if nobody waits. */
   set (): void
-  /** Clears the event if it is set (sets already owed to waiters stay theirs). */
+  /** Clears the event if it is set (sets already handed to waiters stay theirs). */
   reset (): void
-  /**
-   * Blocks until released by a set: true; false after `timeout` ms.
-   * @throws {RangeError} 32767 waiters are waiting already
-   */
+  /** Blocks until released by a set: true; false after `timeout` ms. */
   wait (timeout?: number): boolean
   /** Like wait, without blocking: resolves true / false; rejects with AbortError. */
   waitAsync (options?: WaitOptions): Promise<boolean>

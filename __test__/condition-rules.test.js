@@ -1,6 +1,6 @@
 'use strict'
 // Condition's waiters bit: set exactly while someone sleeps on the
-// condition, so a notify with nobody asleep is one Atomics.add and never
+// condition, so a notify with nobody asleep is one compareExchange and never
 // calls into the addon, also after sleepers timed out or were aborted.
 const assert = require('assert')
 const { test, describe } = require('./harness')
@@ -12,18 +12,22 @@ const HAS_ABORT = typeof AbortController === 'function'
 const word = (cond) => Atomics.load(new Int32Array(cond.buffer, cond.byteOffset, 1), 0)
 const waiting = (cond) => (word(cond) & 1) === 1
 
-// Counts the addon's conditionNotify calls made while fn runs.
+// Counts the calls of the addon's condition wake-ups (conditionSignal: a
+// whole notify; conditionNotify: a wake-up passed on) made while fn runs.
 async function countingNotifies (fn) {
-  const saved = binding.conditionNotify
+  const names = ['conditionSignal', 'conditionNotify']
+  const saved = names.map((name) => binding[name])
   let calls = 0
-  binding.conditionNotify = function () {
-    calls++
-    return saved.apply(this, arguments)
-  }
+  names.forEach((name, i) => {
+    binding[name] = function () {
+      calls++
+      return saved[i].apply(this, arguments)
+    }
+  })
   try {
     await fn()
   } finally {
-    binding.conditionNotify = saved
+    names.forEach((name, i) => { binding[name] = saved[i] })
   }
   return calls
 }

@@ -1,7 +1,7 @@
 'use strict'
 // WaitGroup: counting, waiting blocking and async, the zero rule (a waiter
 // asleep across a zero is released even if the counter goes up again at
-// once), timeouts and abort that leave nothing counted, errors that leave
+// once), timeouts and abort that leave nothing queued, errors that leave
 // the counter unchanged, workers blocking with the main thread async, a
 // waiter whose thread dies, bad input.
 const assert = require('assert')
@@ -13,7 +13,6 @@ const { runChild, transcript } = require('./util')
 
 const HAS_ABORT = typeof AbortController === 'function'
 const queued = (wg) => sleepers(wg, 1)
-const waitersCell = (wg) => new Int32Array(wg.buffer, wg.byteOffset, 3)[2]
 
 describe('WaitGroup', () => {
   test('counts up and down; wait is true at zero', async () => {
@@ -49,7 +48,7 @@ describe('WaitGroup', () => {
     assert.strictEqual(queued(wg), 3, 'not at zero yet')
     wg.done()
     assert.deepStrictEqual(await Promise.all(ps), [true, true, true])
-    assert.strictEqual(waitersCell(wg), 0)
+    assert.strictEqual(queued(wg), 0)
   })
 
   test('a waiter asleep across a zero is released even if the counter goes up again at once', async () => {
@@ -72,24 +71,22 @@ describe('WaitGroup', () => {
     assert.strictEqual(wg.count, 1)
   })
 
-  test('timeout: false, and nothing stays counted or queued', async () => {
+  test('timeout: false, and nothing stays queued', async () => {
     const wg = new WaitGroup(1)
     assert.strictEqual(await wg.waitAsync({ timeout: 20 }), false)
     assert.strictEqual(await wg.waitAsync({ timeout: 0 }), false)
     assert.strictEqual(wg.wait(5), false)
     assert.strictEqual(wg.wait(0), false)
     assert.strictEqual(queued(wg), 0)
-    assert.strictEqual(waitersCell(wg), 0)
     const w = startWorker('WaitGroup', wg, 'once', { timeout: 20 })
     try {
       assert.deepStrictEqual(await w.next('result'), { type: 'result', value: false, error: null })
     } finally {
       await w.terminate()
     }
-    assert.strictEqual(waitersCell(wg), 0)
   })
 
-  test('abort: rejects with AbortError, nothing stays counted or queued', { skip: !HAS_ABORT && 'no AbortController' }, async () => {
+  test('abort: rejects with AbortError, nothing stays queued', { skip: !HAS_ABORT && 'no AbortController' }, async () => {
     const wg = new WaitGroup(1)
     const ac = new AbortController()
     const p = wg.waitAsync({ signal: ac.signal })
@@ -97,7 +94,6 @@ describe('WaitGroup', () => {
     ac.abort()
     await assert.rejects(p, { name: 'AbortError', code: 'ABORT_ERR' })
     assert.strictEqual(queued(wg), 0)
-    assert.strictEqual(waitersCell(wg), 0)
     await assert.rejects(wg.waitAsync({ signal: ac.signal }), { name: 'AbortError' })
     wg.done()
     await assert.rejects(wg.waitAsync({ signal: ac.signal }), { name: 'AbortError' }, 'an aborted signal rejects even at zero')
@@ -131,7 +127,6 @@ describe('WaitGroup', () => {
     } finally {
       await Promise.all(workers.map((w) => w.terminate()))
     }
-    assert.strictEqual(waitersCell(wg), 0)
   })
 
   test('workers count down (blocking side), the main thread waits async', { timeout: 60000 }, async () => {
@@ -181,6 +176,5 @@ describe('WaitGroup', () => {
     await assert.rejects(wg.waitAsync({ timeout: -1 }), RangeError)
     await assert.rejects(wg.waitAsync('x'), TypeError)
     assert.strictEqual(wg.count, 1, 'nothing changed')
-    assert.strictEqual(waitersCell(wg), 0)
   })
 })

@@ -1,7 +1,7 @@
 'use strict'
 // The async acquisition shared by the primitives whose protocol lives in
-// the addon (AsyncLock, Semaphore): one step per outcome of a queued waiter,
-// and the runExclusive shape around it.
+// the addon (AsyncLock, Semaphore, and AutoResetEvent's signal): one step
+// per outcome of a queued waiter, and the runExclusive shape around it.
 //
 // A primitive describes its protocol `p`:
 //

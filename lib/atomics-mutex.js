@@ -35,7 +35,7 @@
 // thread may lock it meanwhile), and the relock makes that holder the
 // mutex's again and tells it, not whichever task held the mutex last.
 const { AsyncLock, internal: lockInternal } = require('./lock')
-const { Condition: LockCondition } = require('./condition')
+const { Condition: LockCondition, internal: conditionInternal } = require('./condition')
 const { deadlineOf, timeLeft, show, sharedView, DISPOSE } = require('./options')
 const { OWNER_DIED, E_TIMEOUT, E_DEADLOCK, DeadlockError, LockTimeoutError } = require('./errors')
 const { settled } = require('./held')
@@ -409,14 +409,9 @@ class Condition {
       throw new TypeError(`${what}: count must be an integral number or Infinity, got ${show(count)}`)
     }
     const n = count === undefined ? Infinity : count
-    if (n === Infinity) return c.notifyAll()
-    let woken = 0
-    while (woken < n) {
-      const k = c.notifyOne()
-      if (k === 0) break
-      woken += k
-    }
-    return woken
+    // One notify of up to n, not n notifyOne calls: a thread stopped between
+    // two of them would have woken some of the n and not the others.
+    return n > 0 ? conditionInternal.notify(c, n) : 0
   }
 
   /**

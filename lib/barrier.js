@@ -41,8 +41,15 @@
 // sleeper cannot know what happened and throws BarrierBrokenError.
 //
 // Sleepers wait on WORD itself (futex on a BigInt64Array element) and only
-// notifyAll is used: completion, break and reset each change WORD and then
-// wake every sleeper if ARRIVED said there were any. A sleeper counts itself
+// notifyAll is used: completion, break and reset each change WORD and wake
+// every sleeper if ARRIVED said there were any, in one native call (the
+// compareExchange and the wake-up, crates/futex-core/src/wake.rs). Made as
+// a compareExchange and then a notify, a thread stopped in between
+// (worker.terminate()) would leave a generation complete or broken with its
+// sleepers asleep, and a later reset() would find nobody arrived and wake
+// nobody either; a call runs to its end, so a party stopped anywhere has
+// changed WORD and woken the sleepers, or done neither. With nobody asleep
+// (ARRIVED 0) the change is one compareExchange. A sleeper counts itself
 // in ARRIVED (its arrival) before it sleeps on the value it read, so either
 // the waker sees it or its sleep finds WORD changed. A party that leaves by
 // timeout or abort takes itself out of ARRIVED in the same compareExchange
@@ -53,13 +60,11 @@
 // completes when the others arrive (it counts as one of them). The next
 // generation misses it: the others wait until their own timeout breaks it or
 // someone calls reset().
-const futex = require('./futex')
+const binding = require('./native')
 const { Atomics, checkCanBlock } = require('./host')
 const { runBlocking, runAsync } = require('./driver')
 const { LockTimeoutError, BarrierBrokenError, abortError } = require('./errors')
 const { deadlineOf, timeLeft, show, sharedView, timeoutOf, asyncOptions } = require('./options')
-
-const { notify } = futex
 
 const WORD = 0
 const PARTIES = 2 // in the Int32Array view
@@ -100,8 +105,11 @@ function fateOf (w, g) {
   return IS_BROKEN // too late to know (see the top of the file)
 }
 
-function wakeAll (big, sleepers) {
-  if (sleepers > 0) notify(big, WORD, Infinity)
+// WORD w → next, and if that took and anyone sleeps, every sleeper woken:
+// one step (see the top of the file). True if it took.
+function change (big, w, next, sleepers) {
+  if (sleepers === 0) return Atomics.compareExchange(big, WORD, w, next) === w
+  return binding.compareExchangeNotify(big, WORD, w, next, Infinity) === w
 }
 
 // Arrival. Returns -1 for the last party (the generation is complete), else
@@ -114,10 +122,7 @@ function arrive (big, parties, what) {
     const n = low & ARRIVED_MASK
     const high = highOf(w)
     if (n + 1 >= parties) {
-      if (Atomics.compareExchange(big, WORD, w, word(nextHigh(high, false), 0)) === w) {
-        wakeAll(big, n)
-        return -1
-      }
+      if (change(big, w, word(nextHigh(high, false), 0), n)) return -1
     } else if (Atomics.compareExchange(big, WORD, w, word(high, low + 1)) === w) {
       return genOf(high)
     }
@@ -135,10 +140,9 @@ function leave (big, g, reason) {
     if (fate === IS_BROKEN && genOf(highOf(w)) !== g) return IS_BROKEN
     const low = lowOf(w)
     const n = (low & ARRIVED_MASK) - 1
-    if (Atomics.compareExchange(big, WORD, w, word(highOf(w), BROKEN | n)) === w) {
-      if (fate === IS_BROKEN) return IS_BROKEN
-      wakeAll(big, n)
-      return reason
+    // Breaking wakes the others; leaving a broken generation wakes nobody.
+    if (change(big, w, word(highOf(w), BROKEN | n), fate === IS_BROKEN ? 0 : n)) {
+      return fate === IS_BROKEN ? IS_BROKEN : reason
     }
   }
 }
@@ -268,10 +272,7 @@ class Barrier {
       const low = lowOf(w)
       const n = low & ARRIVED_MASK
       if (n === 0 && (low & BROKEN) === 0) return
-      if (Atomics.compareExchange(big, WORD, w, word(nextHigh(highOf(w), true), 0)) === w) {
-        wakeAll(big, n)
-        return
-      }
+      if (change(big, w, word(nextHigh(highOf(w), true), 0), n)) return
     }
   }
 }

@@ -11,14 +11,18 @@
 // W is set exactly when waiters are queued on SEQ (docs/lock.md).
 //
 // wait: read SEQ, unlock, sleep while SEQ still holds the sequence we read,
-// then relock. notifyOne / notifyAll: one Atomics.add of 2 (the sequence
-// moves on, W does not change); only if the value it replaced had W, the
-// addon wakes one / every waiter, under the lock of SEQ's wait queue
-// (crates/futex-core/src/condvar.rs), clearing W when the last one goes. A
+// then relock. notifyOne / notifyAll: the sequence moves on by 2 (W does not
+// change). With W clear, that is one compareExchange and all of it; with W
+// set, one native call bumps the sequence and wakes one / every waiter,
+// under the lock of SEQ's wait queue (crates/futex-core/src/condvar.rs),
+// clearing W when the last one goes. Bumping in JavaScript and then calling
+// the addon would be two steps, and a thread stopped between them
+// (worker.terminate()) would leave the sleepers asleep past the notify. A
 // sleeper is queued by the addon only if SEQ still holds what it read,
 // setting W in the same compare-exchange: so either it sees the notify's
-// add and does not sleep, or the notify's add sees W. A notify with nobody
-// waiting is one Atomics.add, with or without the addon's presence counts.
+// bump and does not sleep, or the notify's compareExchange fails on W and it
+// takes the native path. A notify with nobody waiting is one
+// compareExchange, with or without the addon's presence counts.
 //
 // Like every condition variable, wait may return without a notify (another
 // waiter's wake-up, a notify that raced with the unlock): check the predicate
@@ -57,6 +61,15 @@ function checkHeld (lta, what) {
 
 // Whether SEQ still holds the sequence `seen` was read with.
 const unchanged = (ta, seen) => ((Atomics.load(ta, SEQ) ^ seen) & ~W) === 0
+
+// A notify of up to `count` waiters, as one step (see the top of the file).
+function signal (ta, count) {
+  for (;;) {
+    const v = Atomics.load(ta, SEQ)
+    if ((v & W) !== 0) return binding.conditionSignal(ta, SEQ, count)
+    if (Atomics.compareExchange(ta, SEQ, v, (v + 2) | 0) === v) return 0
+  }
+}
 
 // One async sleep on SEQ: 'ok' (a notify woke it: the wake-up is on this
 // thread's native record until the relock reports it done), 'moved' (the
@@ -191,17 +204,20 @@ class Condition {
 
   /** Wakes one waiter; returns how many woke (0 or 1). */
   notifyOne () {
-    const ta = this[VIEW]
-    return (Atomics.add(ta, SEQ, 2) & W) !== 0 ? binding.conditionNotify(ta, SEQ, 1) : 0
+    return signal(this[VIEW], 1)
   }
 
   /** Wakes every waiter; returns how many woke. */
   notifyAll () {
-    const ta = this[VIEW]
-    return (Atomics.add(ta, SEQ, 2) & W) !== 0 ? binding.conditionNotify(ta, SEQ, Infinity) : 0
+    return signal(this[VIEW], Infinity)
   }
 }
 
 Condition.BYTES = 8
 
-module.exports = { Condition }
+module.exports = {
+  Condition,
+  // Internal, for the Atomics.Condition shape: a notify of up to `count`
+  // waiters in one step.
+  internal: { notify: (cond, count) => signal(cond[VIEW], count) }
+}

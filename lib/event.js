@@ -5,66 +5,69 @@
 // ManualResetEvent (8 bytes):
 //
 //   cell      meaning
-//   STATE     a counter whose parity is the event: odd = set, even = not set
-//   WAITERS   waiters asleep or about to sleep: set skips the native notify at 0
+//   STATE     bit 0 W: a waiter may be asleep (set by waiters, cleared by the
+//             set that wakes them); bits 1–31 a counter whose parity is the
+//             event: odd = set (bit 1, SET)
+//   (cell 1)  reserved, stays 0
 //
-//   STATE     event     STATE after   also
-//   even s    set()     s + 1         wake every waiter
-//   odd s     set()     s             (already set)
-//   odd s     reset()   s + 1
-//   even s    reset()   s
+//   STATE (counter c, W)   event     STATE after     also
+//   even c, W clear        set()     c + 1           (nobody asleep)
+//   even c, W              set()     c + 1, W clear  wake every waiter: one native call
+//   odd c                  set()     unchanged       (already set)
+//   odd c                  reset()   c + 1
+//   even c                 reset()   unchanged
 //
-// A waiter that finds STATE even sleeps while it still holds that value. Any
-// change from an even value is a set, so a waiter asleep across set() is
-// released even if reset() follows at once (STATE wraps after 2^32 changes:
-// a waiter asleep across exactly that many would miss them). Ordering: the
-// waiter reads STATE, adds itself to WAITERS, sleeps while STATE is what it
-// read; set changes STATE, then reads WAITERS. If set reads 0, the waiter
-// counted itself later and its sleep finds STATE changed.
+// A waiter that finds STATE not set sets W (compareExchange) and sleeps
+// while STATE holds that value; it is released once the counter moves on.
+// Any change of the counter from an even value is a set, so a waiter asleep
+// across set() is released even if reset() follows at once (the counter
+// wraps after 2^31 changes: a waiter asleep across exactly that many would
+// miss them). set() with W clear is one compareExchange, which fails if a
+// waiter set W meanwhile; with W set it is one native call that sets the
+// event, clears W and wakes every waiter (crates/futex-core/src/event.rs):
+// a thread stopped in the middle of set() has either set nothing or set and
+// woken everyone. A W left behind by a waiter that timed out, was aborted
+// or whose thread ended costs the next set() one native call.
 //
-// AutoResetEvent (4 bytes): one word, changed only by compareExchange:
+// AutoResetEvent (4 bytes): one word, STATE:
 //
-//   bits 16–30  W  waiters registered (asleep or about to sleep), ≤ 32767
-//   bits 0–15   S  signals: grants for registered waiters, plus at most one
-//                  that leaves the event set; always S ≤ W + 1
+//   STATE     meaning
+//   0         not set, nobody queued
+//   SET (1)   set: one signal, nobody queued
+//   Q         not set, waiters queued (the sign bit)
 //
-//   word      event                     word after             also
-//   W, S      set(), S < W + 1          W, S + 1               if S < W: wake one
-//   W, S      set(), S = W + 1          unchanged              (already set)
-//   W, S > 0  wait                      W, S − 1               returns true at once
-//   W, 0      wait                      W + 1, 0               sleeps
-//   W, S > 0  a registered waiter wakes W − 1, S − 1           true
-//   W, S      a registered waiter       W − 1, min(S, W)       false / AbortError;
-//             times out or aborts                              passes on a wake-up it took
+// Q is set exactly when waiters are queued on STATE: it changes only in the
+// addon, under the lock of STATE's wait queue. A signal and a queued waiter
+// never coexist. set() with Q clear is one compareExchange 0 → SET (a set
+// event stays as it is); wait on a set event takes it, SET → 0. Everything
+// else is decided by the addon under the queue's lock:
 //
-// isSet is S > W: a signal beyond those owed to registered waiters.
-// Exactness: set adds a signal only while S < W + 1, and every release takes
-// one, so N sets with N waiters registered release exactly N (W − S drops by
-// one per set, and a release keeps it), and a set with nobody waiting leaves
-// one signal however often it is repeated. A waiter that leaves without a
-// signal lowers the cap with it, so signals that were granted to it stay
-// only as far as the others (plus one "set") can use them. A waiter woken by
-// set's notify that leaves anyway (its signal fired too late to take the
-// waiter back out of the queue) wakes the next one in its place.
+//   park      take the signal if there is one, else set Q and queue
+//   set       with Q: hand the signal to the oldest queued waiter (it wakes
+//             holding it), clearing Q if it was the last; nobody queued any
+//             more: the word gets it
+//   leave     a waiter that times out, is aborted or whose thread stops
+//             clears Q if it was the last; it was handed nothing
+//   lost      a waiter handed the signal whose thread stops sets the event
+//             again, for the next waiter
 //
-// Threads that die while waiting: the event's sleepers leave the native
-// queue, but the thread's registration stays counted (WAITERS, or W), as it
-// cannot be taken back for it. For ManualResetEvent that only costs a native
-// notify that finds nobody; for AutoResetEvent, each dead waiter raises the
-// cap S ≤ W + 1 by one for good: a set() it was owed stays as a signal the
-// next waiter takes, so repeated sets with nobody alive waiting can leave one
-// signal more per dead waiter than "set once".
-const futex = require('./futex')
+// So N sets with N waiters queued release exactly N, a set with nobody
+// waiting leaves one signal however often it is repeated, a waiter that
+// leaves or dies leaves no count behind, and a thread stopped anywhere in
+// set() or wait() has either done all of it or none.
+const binding = require('./native')
 const { Atomics, checkCanBlock } = require('./host')
+const acquiring = require('./acquire')
+const { eventAsync } = require('./futex').internal
 const { runBlocking, runAsync } = require('./driver')
-const { abortError } = require('./errors')
+const { ACQUIRED, E_TIMEOUT, abortError } = require('./errors')
 const { deadlineOf, timeLeft, show, sharedView, timeoutOf, asyncOptions } = require('./options')
 
-const { notify } = futex
-
 const STATE = 0
-const WAITERS = 1
-const MAX_WAITERS = 0x7fff
+const W = 1 // ManualResetEvent: a waiter may be asleep
+const SET = 2 // ManualResetEvent: the counter is odd
+const A_SET = 1 // AutoResetEvent: the signal
+const A_Q = 1 << 31 // AutoResetEvent: waiters queued
 const VIEW = Symbol('event view')
 const NEVER_CANCELLED = Object.freeze({ cancelled: false })
 
@@ -108,29 +111,37 @@ function waitAsyncWith (ta, options, what, procedure) {
 // --- ManualResetEvent -------------------------------------------------------
 
 function * manualWait (ta, deadline, ctx) {
-  const s = Atomics.load(ta, STATE)
-  if ((s & 1) === 1) return RELEASED
-  Atomics.add(ta, WAITERS, 1)
-  try {
-    for (;;) {
-      if (Atomics.load(ta, STATE) !== s) return RELEASED
-      if (ctx.cancelled) return CANCELLED
-      const timeout = timeLeft(deadline)
-      if (timeout <= 0) return TIMED_OUT
-      yield { index: STATE, value: s, timeout }
+  let v = Atomics.load(ta, STATE)
+  if ((v & SET) !== 0) return RELEASED
+  const counter = v >>> 1
+  for (;;) {
+    if ((v >>> 1) !== counter) return RELEASED // a set, perhaps reset again since
+    if (ctx.cancelled) return CANCELLED
+    const timeout = timeLeft(deadline)
+    if (timeout <= 0) return TIMED_OUT
+    if ((v & W) === 0) {
+      const seen = Atomics.compareExchange(ta, STATE, v, v | W)
+      if (seen !== v) {
+        v = seen
+        continue
+      }
+      v |= W
     }
-  } finally {
-    Atomics.sub(ta, WAITERS, 1)
+    yield { index: STATE, value: v, timeout }
+    v = Atomics.load(ta, STATE)
   }
 }
 
 function manualSet (ta) {
   for (;;) {
-    const s = Atomics.load(ta, STATE)
-    if ((s & 1) === 1) return
-    if (Atomics.compareExchange(ta, STATE, s, (s + 1) | 0) === s) break
+    const v = Atomics.load(ta, STATE)
+    if ((v & SET) !== 0) return
+    if ((v & W) !== 0) {
+      binding.manualEventSet(ta, STATE)
+      return
+    }
+    if (Atomics.compareExchange(ta, STATE, v, (v + 2) | 0) === v) return
   }
-  if (Atomics.load(ta, WAITERS) > 0) notify(ta, STATE, Infinity)
 }
 
 class ManualResetEvent {
@@ -149,7 +160,7 @@ class ManualResetEvent {
   get byteOffset () { return this[VIEW].byteOffset }
 
   /** Whether the event is set (a snapshot). */
-  get isSet () { return (Atomics.load(this[VIEW], STATE) & 1) === 1 }
+  get isSet () { return (Atomics.load(this[VIEW], STATE) & SET) !== 0 }
 
   /** Sets the event, releasing every waiter; waits return at once until reset(). */
   set () { manualSet(this[VIEW]) }
@@ -158,9 +169,9 @@ class ManualResetEvent {
   reset () {
     const ta = this[VIEW]
     for (;;) {
-      const s = Atomics.load(ta, STATE)
-      if ((s & 1) === 0) return
-      if (Atomics.compareExchange(ta, STATE, s, (s + 1) | 0) === s) return
+      const v = Atomics.load(ta, STATE)
+      if ((v & SET) === 0) return
+      if (Atomics.compareExchange(ta, STATE, v, (v + 2) | 0) === v) return
     }
   }
 
@@ -182,64 +193,35 @@ ManualResetEvent.BYTES = 8
 
 // --- AutoResetEvent ---------------------------------------------------------
 
-const waitersOf = (v) => v >>> 16
-const signalsOf = (v) => v & 0xffff
-
-// Takes a signal without registering, if there is one.
-function tryTake (ta) {
+function autoSet (ta) {
   for (;;) {
     const v = Atomics.load(ta, STATE)
-    if (signalsOf(v) === 0) return false
-    if (Atomics.compareExchange(ta, STATE, v, v - 1) === v) return true
+    if (v === 0) {
+      if (Atomics.compareExchange(ta, STATE, 0, A_SET) === 0) return
+      continue
+    }
+    if ((v & A_Q) !== 0) binding.autoEventSet(ta, STATE)
+    return // set already, or handed over
   }
 }
 
-// A registered waiter leaves without a signal; `woken`: it consumed a
-// wake-up, which goes to the next waiter if there is a signal for it.
-function leave (ta, woken) {
-  for (;;) {
-    const v = Atomics.load(ta, STATE)
-    const w = waitersOf(v)
-    const s = Math.min(signalsOf(v), w)
-    if (Atomics.compareExchange(ta, STATE, v, ((w - 1) << 16) | s) !== v) continue
-    if (woken && s > 0 && w > 1) notify(ta, STATE, 1)
-    return
-  }
-}
+const takeSignal = (ta) => Atomics.compareExchange(ta, STATE, A_SET, 0) === A_SET
 
-function * autoWait (ta, deadline, ctx, what) {
-  // Take a signal, or register.
-  for (;;) {
-    const v = Atomics.load(ta, STATE)
-    if (signalsOf(v) > 0) {
-      if (Atomics.compareExchange(ta, STATE, v, v - 1) === v) return RELEASED
-      continue
-    }
-    if (ctx.cancelled) return CANCELLED
-    if (timeLeft(deadline) <= 0) return TIMED_OUT
-    if (waitersOf(v) >= MAX_WAITERS) throw new RangeError(`${what}: ${MAX_WAITERS} waiters are waiting already`)
-    if (Atomics.compareExchange(ta, STATE, v, v + 0x10000) === v) break
-  }
-  let woken = false
-  for (;;) {
-    // An aborted waiter takes no signal, even one its wake-up was for.
-    if (ctx.cancelled) {
-      leave(ta, woken)
-      return CANCELLED
-    }
-    const v = Atomics.load(ta, STATE)
-    if (signalsOf(v) > 0) {
-      // Unregister and take a signal in one step.
-      if (Atomics.compareExchange(ta, STATE, v, v - 0x10001) === v) return RELEASED
-      continue
-    }
-    const timeout = timeLeft(deadline)
-    if (timeout <= 0) {
-      leave(ta, woken)
-      return TIMED_OUT
-    }
-    woken = (yield { index: STATE, value: v, timeout }) === 'ok'
-  }
+// The protocol for lib/acquire.js: the signal is what is acquired. One
+// handed over while the wait was being aborted is set again (for the next
+// waiter); a plain notify of the word ('ok') took nothing.
+const AUTO = {
+  index: STATE,
+  now: (ta, opts) => !(opts.signal !== undefined && opts.signal.aborted) && takeSignal(ta),
+  park (ta, waited, remaining) {
+    const q = eventAsync(ta, STATE, remaining)
+    return q === 0 ? ACQUIRED : q
+  },
+  release: autoSet,
+  passOn () {},
+  info: () => undefined,
+  ok: undefined,
+  missing: 'not set'
 }
 
 class AutoResetEvent {
@@ -251,62 +233,49 @@ class AutoResetEvent {
   constructor (buffer, byteOffset, initiallySet) {
     const { view, set } = viewOf('AutoResetEvent', AutoResetEvent.BYTES, buffer, byteOffset, initiallySet)
     this[VIEW] = view
-    if (set === true) this.set()
+    if (set === true) autoSet(view)
   }
 
   get buffer () { return this[VIEW].buffer }
   get byteOffset () { return this[VIEW].byteOffset }
 
-  /** Whether the event is set, i.e. holds a signal no registered waiter is owed (a snapshot). */
-  get isSet () {
-    const v = Atomics.load(this[VIEW], STATE)
-    return signalsOf(v) > waitersOf(v)
-  }
+  /** Whether the event is set: holds a signal that no waiter took yet (a snapshot). */
+  get isSet () { return (Atomics.load(this[VIEW], STATE) & A_SET) !== 0 }
 
   /**
    * Releases exactly one waiter; with nobody waiting, the event stays set
    * until one wait consumes it. Setting a set event does nothing.
    */
-  set () {
-    const ta = this[VIEW]
-    for (;;) {
-      const v = Atomics.load(ta, STATE)
-      const w = waitersOf(v)
-      const s = signalsOf(v)
-      if (s >= w + 1) return
-      if (Atomics.compareExchange(ta, STATE, v, v + 1) !== v) continue
-      if (s < w) notify(ta, STATE, 1)
-      return
-    }
-  }
+  set () { autoSet(this[VIEW]) }
 
-  /** Clears the event if it is set (signals owed to registered waiters stay theirs). */
-  reset () {
-    const ta = this[VIEW]
-    for (;;) {
-      const v = Atomics.load(ta, STATE)
-      if (signalsOf(v) <= waitersOf(v)) return
-      if (Atomics.compareExchange(ta, STATE, v, v - 1) === v) return
-    }
-  }
+  /** Clears the event if it is set. */
+  reset () { takeSignal(this[VIEW]) }
 
   /**
    * Blocks until this waiter is released by a set (consuming it): true;
    * false after `timeout` ms.
-   * @throws {RangeError} 32767 waiters are waiting already
    */
   wait (timeout) {
     const t = timeoutOf('AutoResetEvent.wait', timeout)
     checkCanBlock('AutoResetEvent.wait')
     const ta = this[VIEW]
-    if (tryTake(ta)) return true
-    return runBlocking(ta, autoWait(ta, deadlineOf(t), NEVER_CANCELLED, 'AutoResetEvent.wait')) === RELEASED
+    if (takeSignal(ta)) return true
+    if (t === 0) return false
+    return binding.autoEventWait(ta, STATE, t) === 0
   }
 
-  /** Like wait, without blocking: resolves true / false; rejects with AbortError (or RangeError, as wait throws). */
+  /** Like wait, without blocking: resolves true / false; rejects with AbortError. */
   waitAsync (options) {
-    return waitAsyncWith(this[VIEW], options, 'AutoResetEvent.waitAsync',
-      (ta, deadline, ctx) => autoWait(ta, deadline, ctx, 'AutoResetEvent.waitAsync'))
+    let opts
+    try {
+      opts = asyncOptions('AutoResetEvent.waitAsync', options)
+    } catch (e) {
+      return Promise.reject(e)
+    }
+    return acquiring.acquireAsync(AUTO, this[VIEW], opts, 'AutoResetEvent.waitAsync').then(() => true, (e) => {
+      if (e.code === E_TIMEOUT) return false
+      throw e
+    })
   }
 }
 

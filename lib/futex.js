@@ -334,7 +334,7 @@ function queue (ta, index, value, timeout, keepAlive) {
 }
 
 // One step of an async acquisition by a protocol of the addon (src/lock.rs,
-// src/semaphore.rs): `park(slot)` calls the addon with this thread's next
+// src/semaphore.rs, src/event.rs): `park(slot)` calls the addon with this thread's next
 // slot and answers a sequence number, or 0 / -1 if the caller holds what it
 // asked for now. Returns that number, or { token, promise } for the queued
 // waiter, whose promise settles with 'handoff' or 'owner-died' (held now),
@@ -377,6 +377,11 @@ function conditionAsync (ta, index, seen, timeout) {
 // Takes it off the record that its thread's teardown would pass on.
 function conditionRelocked (ta, index, passOn) {
   return binding.conditionRelocked(ta, index, copyBase, passOn)
+}
+
+// The auto-reset event word ta[index]: 0 if it took the signal now.
+function eventAsync (ta, index, timeout) {
+  return parkAsync(ta, (slot) => binding.autoEventWaitAsync(ta, index, timeout, slot))
 }
 
 // One step of an async acquisition of a protocol with two queues (the
@@ -531,6 +536,7 @@ module.exports = {
     semaphoreAsync,
     conditionAsync,
     conditionRelocked,
+    eventAsync,
     protocolAsync,
     cancelAsync,
     webLockAsync,

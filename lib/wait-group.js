@@ -6,8 +6,7 @@
 //   COUNT     the counter (0 … 2^31 − 1)
 //   EPOCH     bumped every time COUNT reaches zero (from above); sleepers
 //             wait on it
-//   WAITERS   waiters asleep or about to sleep on EPOCH: add skips the native
-//             notify when it is 0
+//   (cell 2)  reserved, stays 0
 //
 //   COUNT before   event             COUNT after   also
 //   c              add(n), c + n > 0  c + n
@@ -22,24 +21,30 @@
 // waiting for. (EPOCH wraps after 2^32 zeros: a waiter that sleeps through
 // exactly that many would miss them.)
 //
-// Ordering (all SeqCst): the waiter reads EPOCH, reads COUNT, adds itself
-// to WAITERS, then sleeps while EPOCH is what it read. add makes COUNT zero,
-// bumps EPOCH, then reads WAITERS. If add reads WAITERS = 0, the waiter's
-// count came after it, so the waiter's sleep finds EPOCH changed (or the
-// waiter read EPOCH after the bump, and that zero was before it started).
-// Wake-ups are broadcasts, so a waiter that leaves by timeout or abort
-// after consuming one takes nothing from anyone.
-const futex = require('./futex')
+// A change that keeps COUNT above zero is one compareExchange. Reaching
+// zero is one native call (crates/futex-core/src/wake.rs): the
+// compareExchange of COUNT to 0, EPOCH + 1, and the wake-up of every waiter
+// of EPOCH. Made in JavaScript, those would be three steps, and a thread
+// stopped between them (worker.terminate()) would leave the counter at zero
+// with the epoch never bumped or its sleepers never woken: they would sleep
+// until the next zero. A call runs to its end, so a thread stopped anywhere
+// in add / done has made all of the change or none.
+//
+// Ordering (all SeqCst): the waiter reads EPOCH, reads COUNT, then sleeps
+// while EPOCH is what it read. The zero's call bumps EPOCH, then looks for
+// waiters (the wait table's presence count, then its queue): a waiter that
+// compared EPOCH before the bump is queued by then, one that compares after
+// sees it changed (or read EPOCH after the bump: that zero was before it
+// started). Wake-ups are broadcasts, so a waiter that leaves by timeout or
+// abort after consuming one takes nothing from anyone.
+const binding = require('./native')
 const { Atomics, checkCanBlock } = require('./host')
 const { runBlocking, runAsync } = require('./driver')
 const { NegativeCounterError, abortError } = require('./errors')
 const { deadlineOf, timeLeft, show, sharedView, timeoutOf, asyncOptions } = require('./options')
 
-const { notify } = futex
-
 const COUNT = 0
 const EPOCH = 1
-const WAITERS = 2
 const MAX = 0x7fffffff
 const VIEW = Symbol('WaitGroup view')
 const NEVER_CANCELLED = Object.freeze({ cancelled: false })
@@ -51,17 +56,12 @@ const CANCELLED = 2
 // Sleeps until EPOCH is no longer `epoch` (a zero happened), the deadline
 // passes, or the signal fires. The caller already found COUNT non-zero.
 function * sleep (ta, epoch, deadline, ctx) {
-  Atomics.add(ta, WAITERS, 1)
-  try {
-    for (;;) {
-      if (Atomics.load(ta, EPOCH) !== epoch) return ZERO
-      if (ctx.cancelled) return CANCELLED
-      const timeout = timeLeft(deadline)
-      if (timeout <= 0) return TIMED_OUT
-      yield { index: EPOCH, value: epoch, timeout }
-    }
-  } finally {
-    Atomics.sub(ta, WAITERS, 1)
+  for (;;) {
+    if (Atomics.load(ta, EPOCH) !== epoch) return ZERO
+    if (ctx.cancelled) return CANCELLED
+    const timeout = timeLeft(deadline)
+    if (timeout <= 0) return TIMED_OUT
+    yield { index: EPOCH, value: epoch, timeout }
   }
 }
 
@@ -86,12 +86,12 @@ function add (ta, n, what) {
     const next = c + n
     if (next < 0) throw new NegativeCounterError(`${what}: the counter is ${c}; adding ${n} would take it below zero`)
     if (next > MAX) throw new RangeError(`${what}: the counter is ${c}; adding ${n} would exceed ${MAX}`)
-    if (Atomics.compareExchange(ta, COUNT, c, next) !== c) continue
     if (next === 0) {
-      Atomics.add(ta, EPOCH, 1)
-      if (Atomics.load(ta, WAITERS) > 0) notify(ta, EPOCH, Infinity)
+      // To zero, the epoch on and its waiters woken: one native call.
+      if (binding.countToZero(ta, COUNT, EPOCH, c) === c) return
+    } else if (Atomics.compareExchange(ta, COUNT, c, next) === c) {
+      return
     }
-    return
   }
 }
 
