@@ -1187,7 +1187,8 @@ fn semaphore_barging_newcomer_vs_woken_acquirer() {
 // --- the condition variable protocol (futex_core::condvar) -------------------
 //
 // JavaScript's notify is one fetch-add of 2 on the word, then the addon only
-// if the value it replaced had `W`. Invariants: no wake-up lost (a sleeper
+// if the value it replaced had `W` (`js_notify`: a compare-exchange while
+// `W` is clear, `RawCondvar::signal` once it is set). Invariants: no wake-up lost (a sleeper
 // left parked deadlocks the model), and `W` is set exactly when waiters are
 // queued.
 
@@ -1196,12 +1197,20 @@ use futex_core::RawCondvar;
 
 static CONDVAR: RawCondvar = RawCondvar;
 
+/// What `notifyOne` / `notifyAll` do in JavaScript: with `W` clear, one
+/// compare-exchange bumps the sequence; finding `W`, `signal` bumps and
+/// wakes in one call.
 fn js_notify(table: &WaitTable, word: &'static AtomicU32, count: usize) -> usize {
-    if word.fetch_add(2, SeqCst) & WAITING == 0 {
-        return 0;
+    loop {
+        let v = word.load(SeqCst);
+        if v & WAITING != 0 {
+            // SAFETY: the word is leaked: alive for the whole model.
+            return unsafe { CONDVAR.signal(table, key(word), count) };
+        }
+        if word.compare_exchange(v, v.wrapping_add(2), SeqCst, SeqCst).is_ok() {
+            return 0;
+        }
     }
-    // SAFETY: the word is leaked: alive for the whole model.
-    unsafe { CONDVAR.notify(table, key(word), count) }
 }
 
 fn assert_waiting_matches(word: &AtomicU32, table: &WaitTable) {
@@ -1705,5 +1714,222 @@ fn rw_release_to_compete_vs_timeout() {
         } else {
             assert!(timed_out);
         }
+    });
+}
+
+// --- the events (futex_core::event) ------------------------------------------
+//
+// The auto-reset event: a signal and a queued waiter never coexist, `Q` is
+// set exactly when waiters are queued, and every set either releases one
+// waiter or leaves the word set (once). The manual-reset event: a waiter
+// that set `W` and sleeps is woken by the set that finds `W`; one that
+// compares after the set sees it.
+
+use futex_core::event::{manual_set, AUTO_Q, AUTO_SET, MANUAL_SET, MANUAL_W, TOKEN_SIGNAL};
+use futex_core::RawAutoEvent;
+
+static AUTO: RawAutoEvent = RawAutoEvent;
+
+fn assert_q_matches(word: &AtomicU32, table: &WaitTable) {
+    let queued = table.len(key_of(word)) > 0;
+    let w = word.load(SeqCst);
+    assert_eq!(w & AUTO_Q != 0, queued, "word {w:#x}, queued {queued}");
+    assert!(!(w & AUTO_Q != 0 && w & AUTO_SET != 0), "a signal next to a queued waiter: {w:#x}");
+}
+
+/// What `AutoResetEvent.set()` does in JavaScript: `0 → SET`, a set event
+/// stays, and with `Q` the addon's set.
+fn js_auto_set(table: &WaitTable, word: &'static AtomicU32) {
+    loop {
+        let v = word.load(SeqCst);
+        if v == 0 {
+            if word.compare_exchange(0, AUTO_SET, SeqCst, SeqCst).is_ok() {
+                return;
+            }
+            continue;
+        }
+        if v & AUTO_Q != 0 {
+            // SAFETY: the word is leaked: alive for the whole model.
+            unsafe { AUTO.set(table, key(word)) };
+        }
+        return;
+    }
+}
+
+fn auto_wait_blocking(table: &WaitTable, word: &'static AtomicU32, stopping: bool) -> Waited {
+    if word.compare_exchange(AUTO_SET, 0, SeqCst, SeqCst).is_ok() {
+        return Waited::Ok;
+    }
+    // SAFETY: the word is leaked.
+    unsafe { AUTO.wait(table, key(word), None, Duration::from_secs(1), || stopping) }
+}
+
+/// A blocking waiter parks while a set comes from JavaScript: it takes the
+/// signal (left in the word, or handed over), never sleeps past it, and
+/// nothing is left over.
+#[test]
+fn auto_park_vs_set() {
+    model("auto_park_vs_set", || {
+        let word: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+        let table = Arc::new(WaitTable::new(1));
+        let setter = {
+            let table = table.clone();
+            loom::thread::spawn(move || js_auto_set(&table, word))
+        };
+        assert_eq!(auto_wait_blocking(&table, word, false), Waited::Ok);
+        setter.join().unwrap();
+        assert_eq!(word.load(SeqCst), 0, "the one signal was taken");
+        assert_q_matches(word, &table);
+    });
+}
+
+/// A set races the deadline of a queued async waiter: it is handed the
+/// signal or it timed out and the word holds the signal. Never both,
+/// never neither.
+#[test]
+fn auto_set_vs_timeout() {
+    model("auto_set_vs_timeout", || {
+        let word: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+        let table = Arc::new(WaitTable::new(1));
+        let owner = Recorder::new();
+        // SAFETY: the word is leaked.
+        let ticket = unsafe { AUTO.wait_async(&table, key(word), owner.clone(), next_token) }.expect("queued");
+        let setter = {
+            let table = table.clone();
+            loom::thread::spawn(move || js_auto_set(&table, word))
+        };
+        let timed_out = table.timeout(ticket);
+        setter.join().unwrap();
+        let handed = unparked(&owner) == Some(TOKEN_SIGNAL);
+        assert!(handed != timed_out, "handed {handed}, timed out {timed_out}");
+        assert_eq!(u32::from(handed) + (word.load(SeqCst) & AUTO_SET), 1, "a set lost or doubled");
+        assert_q_matches(word, &table);
+    });
+}
+
+/// A set races an abort: a cancelled waiter took nothing and the word holds
+/// the signal; one cancelled too late holds it.
+#[test]
+fn auto_set_vs_cancel() {
+    model("auto_set_vs_cancel", || {
+        let word: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+        let table = Arc::new(WaitTable::new(1));
+        let owner = Recorder::new();
+        // SAFETY: the word is leaked.
+        let ticket = unsafe { AUTO.wait_async(&table, key(word), owner.clone(), next_token) }.expect("queued");
+        let setter = {
+            let table = table.clone();
+            loom::thread::spawn(move || js_auto_set(&table, word))
+        };
+        let cancelled = table.cancel(ticket);
+        setter.join().unwrap();
+        assert!((unparked(&owner) == Some(TOKEN_SIGNAL)) != cancelled);
+        assert_eq!(u32::from(!cancelled) + (word.load(SeqCst) & AUTO_SET), 1, "a set lost or doubled");
+        assert_q_matches(word, &table);
+    });
+}
+
+/// Two sets, two queued waiters, one of them on a thread that is stopping:
+/// the stopping one passes what it was handed on. Both sets are accounted
+/// for: the other waiter is released, and the word holds at most one.
+#[test]
+fn auto_signal_to_a_stopping_waiter_is_passed_on() {
+    model("auto_signal_to_a_stopping_waiter_is_passed_on", || {
+        let word: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+        let table = Arc::new(WaitTable::new(1));
+        let waiter = |stopping: bool, table: Arc<WaitTable>| {
+            loom::thread::spawn(move || auto_wait_blocking(&table, word, stopping))
+        };
+        let stopping = waiter(true, table.clone());
+        while table.len(key(word)) < 1 {
+            loom::thread::yield_now();
+        }
+        let behind = waiter(false, table.clone());
+        while table.len(key(word)) < 2 {
+            loom::thread::yield_now();
+        }
+        js_auto_set(&table, word);
+        assert_eq!(stopping.join().unwrap(), Waited::Interrupted);
+        assert_eq!(behind.join().unwrap(), Waited::Ok, "the signal was passed on");
+        assert_eq!(word.load(SeqCst), 0);
+        assert_q_matches(word, &table);
+    });
+}
+
+/// What a `ManualResetEvent` waiter does in JavaScript, having read the word
+/// as `start`: sets `W` on a value that is not set, and sleeps while the word
+/// holds it, until the counter moved on from `start`'s.
+fn js_manual_wait(table: &WaitTable, word: &'static AtomicU32, start: u32) {
+    let mut v = start;
+    let counter = v >> 1;
+    loop {
+        if v & MANUAL_SET != 0 || v >> 1 != counter {
+            return;
+        }
+        if v & MANUAL_W == 0 {
+            if let Err(now) = word.compare_exchange(v, v | MANUAL_W, SeqCst, SeqCst) {
+                v = now;
+                continue;
+            }
+            v |= MANUAL_W;
+        }
+        let expected = v;
+        table.wait(key(word), || word.load(SeqCst) == expected, None, Duration::from_secs(1), || false);
+        v = word.load(SeqCst);
+    }
+}
+
+/// What `ManualResetEvent.set()` does in JavaScript: one compare-exchange
+/// while `W` is clear, `manual_set` once it is set.
+fn js_manual_set(table: &WaitTable, word: &'static AtomicU32) {
+    loop {
+        let v = word.load(SeqCst);
+        if v & MANUAL_SET != 0 {
+            return;
+        }
+        if v & MANUAL_W != 0 {
+            // SAFETY: the word is leaked.
+            unsafe { manual_set(table, key(word)) };
+            return;
+        }
+        if word.compare_exchange(v, v + 2, SeqCst, SeqCst).is_ok() {
+            return;
+        }
+    }
+}
+
+/// A waiter that began before two sets race, one of them followed by a
+/// reset (`set(); reset()`): the sets take the JavaScript path or the
+/// addon's depending on `W`, and the waiter never sleeps past them (a lost
+/// wake-up deadlocks the model). One waiter: with two blocking waiters woken
+/// through `notify`'s presence check, loom reports a false deadlock (it does
+/// so for plain wait / store / notify as well).
+#[test]
+fn manual_waiter_vs_two_sets_and_a_reset() {
+    model("manual_waiter_vs_two_sets_and_a_reset", || {
+        let word: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+        let table = Arc::new(WaitTable::new(1));
+        // The waiter reads the word before the sets start: one that begins
+        // after the reset rightly sleeps until the next set.
+        let start = word.load(SeqCst);
+        let setter = {
+            let table = table.clone();
+            loom::thread::spawn(move || js_manual_set(&table, word))
+        };
+        let resetter = {
+            let table = table.clone();
+            loom::thread::spawn(move || {
+                js_manual_set(&table, word);
+                // reset(): an odd counter moves on to even.
+                let v = word.load(SeqCst);
+                if v & MANUAL_SET != 0 {
+                    let _ = word.compare_exchange(v, v + 2, SeqCst, SeqCst);
+                }
+            })
+        };
+        js_manual_wait(&table, word, start);
+        setter.join().unwrap();
+        resetter.join().unwrap();
+        assert_eq!(table.len(key(word)), 0);
     });
 }
