@@ -39,7 +39,10 @@
 //! * **owner death** ([`Protocol::thread_ended`]): when a thread ends, every
 //!   lock word that names it and has waiters is handed to its oldest waiter
 //!   with [`TOKEN_OWNER_DIED`]. A lock with no waiter keeps naming the dead
-//!   thread; the next locker's validation takes it over.
+//!   thread; the next locker's validation takes it over. A lock that is free
+//!   with waiters queued (`C`: an unlock woke one to compete, which has not
+//!   come back) wakes its oldest waiter to compete: the one woken before may
+//!   have been the ended thread's, its wake-up already in its JavaScript.
 //! * **lost tokens** ([`Protocol::lost`]): a waiter whose thread stops after
 //!   being woken passes what it got on: a retry wakes the next waiter if the
 //!   lock is free, a handoff is handed on as the dead thread's unlock would
@@ -426,6 +429,16 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> Protocol for RawLock<D> {
         // SAFETY: the queued head pins the memory (see `Protocol`).
         let word = unsafe { word(key) };
         let w = word.load(SeqCst);
+        if owner_of(w) == 0 {
+            // Free with waiters queued: an unlock woke one to compete, and it
+            // has not come back. That one may have been the ended thread's,
+            // whose wake-up reached its JavaScript (where nothing passes it
+            // on) before the thread stopped: the waiters behind it would
+            // sleep by a free lock. Wake the oldest to compete in its place
+            // (if the first is alive and on its way, one more competes).
+            let next = if have_more { C } else { 0 };
+            return (w == next || word.compare_exchange(w, next, SeqCst, SeqCst).is_ok()).then_some(TOKEN_RETRY);
+        }
         if owner_of(w) != ended {
             return None;
         }

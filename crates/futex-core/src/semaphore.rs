@@ -47,7 +47,11 @@
 //!   acquirer if the word holds a permit.
 //!
 //! Permits have no owner: a thread that ends holding one does not give it
-//! back ([`Protocol::thread_ended`] does nothing).
+//! back. When a thread ends, a word that holds permits while acquirers are
+//! queued ([`Protocol::thread_ended`]) wakes its oldest acquirer to compete:
+//! a release woke one to compete for those permits, and it may have been the
+//! ended thread's, its wake-up already in its JavaScript, where nothing
+//! passes it on.
 //!
 //! [`release`]: RawSemaphore::release
 
@@ -223,6 +227,22 @@ impl Protocol for RawSemaphore {
         if was_last {
             // SAFETY: the leaving waiter pins the memory (see `Protocol`).
             unsafe { word(key) }.fetch_and(MAX, SeqCst);
+        }
+    }
+
+    fn thread_ended(&self, key: Key, _head: ParkToken, have_more: bool, _ended: u32) -> Option<UnparkToken> {
+        // SAFETY: the queued head pins the memory (see `Protocol`).
+        let word = unsafe { word(key) };
+        let mut w = word.load(SeqCst);
+        loop {
+            if w & MAX == 0 {
+                return None;
+            }
+            let next = (w & MAX) | if have_more { Q } else { 0 };
+            match word.compare_exchange(w, next, SeqCst, SeqCst) {
+                Ok(_) => return Some(TOKEN_RETRY),
+                Err(now) => w = now,
+            }
         }
     }
 
