@@ -88,7 +88,7 @@ function add (ta, n, what) {
     if (next > MAX) throw new RangeError(`${what}: the counter is ${c}; adding ${n} would exceed ${MAX}`)
     if (next === 0) {
       // To zero, the epoch on and its waiters woken: one native call.
-      if (binding.countToZero(ta, COUNT, EPOCH, c) === c) return
+      if (binding.countToZero(ta, COUNT, c) === c) return
     } else if (Atomics.compareExchange(ta, COUNT, c, next) === c) {
       return
     }

@@ -81,6 +81,26 @@ impl Cell {
         })
     }
 
+    /// Resolves `ta[index]` and `ta[index + 1]` of an `Int32Array` (a word
+    /// and the one after it, such as a WaitGroup's counter and epoch), with
+    /// one look at the array.
+    ///
+    /// # Safety
+    /// As [`resolve`](Self::resolve).
+    pub unsafe fn resolve_pair(env: sys::napi_env, ta: sys::napi_value, index: f64) -> Result<(Cell, Cell)> {
+        // SAFETY: the function contract.
+        let (is_i64, data, length) = unsafe { elements(env, ta)? };
+        if is_i64 {
+            return Err(type_error("argument is not an Int32Array"));
+        }
+        if !(index >= 0.0 && index + 1.0 < length as f64 && index.fract() == 0.0) {
+            return Err(Error::new(Status::InvalidArg, "index out of range".to_owned()));
+        }
+        let first = (data as *const AtomicI32).wrapping_add(index as usize);
+        // Both lie inside the buffer: `index + 1 < length`.
+        Ok((Cell::I32(first), Cell::I32(first.wrapping_add(1))))
+    }
+
     /// The address of element 0 of `ta`, a shared `Int32Array` or
     /// `BigInt64Array` (its presence slot base; see `addressOf`).
     ///

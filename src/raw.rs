@@ -1,5 +1,7 @@
-//! The calls on hot paths (`wait`, `notify`, `waitAsync`) as plain N-API
-//! callbacks, registered on the module's exports at load.
+//! The calls on hot paths (`wait`, `notify`, `waitAsync`, and the changes
+//! made together with their wake-up: `compareExchangeNotify`,
+//! `countToZero`) as plain N-API callbacks, registered on the module's
+//! exports at load.
 //!
 //! A generated napi-rs wrapper converts each argument through its generic
 //! machinery and opens and closes bookkeeping scopes around every call: for a
@@ -12,12 +14,12 @@
 use std::ffi::{c_char, CStr};
 use std::ptr;
 
-use futex_core::WaitResult;
+use futex_core::{wake, WaitResult};
 use napi::bindgen_prelude::Object;
 use napi::{sys, Env, JsValue, Result};
 use napi_derive::napi;
 
-use crate::cell::Cell;
+use crate::cell::{Cell, Expected};
 use crate::resolver::Token;
 use crate::{check, deadline, js_alive, queued, this_resolver, NOT_EQUAL, OK, SLICE, TABLE, TIMED_OUT};
 
@@ -26,8 +28,13 @@ type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> 
 /// Registers the raw callbacks on the module's exports.
 #[napi(module_exports)]
 pub fn register(exports: Object, env: Env) -> Result<()> {
-    let entries: [(&CStr, Callback); 3] =
-        [(c"wait", raw_wait), (c"notify", raw_notify), (c"waitAsync", raw_wait_async)];
+    let entries: [(&CStr, Callback); 5] = [
+        (c"wait", raw_wait),
+        (c"notify", raw_notify),
+        (c"waitAsync", raw_wait_async),
+        (c"compareExchangeNotify", raw_compare_exchange_notify),
+        (c"countToZero", raw_count_to_zero),
+    ];
     let env = env.raw();
     for (name, callback) in entries {
         let mut function = ptr::null_mut();
@@ -192,5 +199,68 @@ unsafe extern "C" fn raw_wait_async(env: sys::napi_env, info: sys::napi_callback
             return from_f64(env, 0.0);
         };
         from_f64(env, queued(&owner, ticket, at))
+    }
+}
+
+/// `compareExchangeNotify(ta, index, expected, replacement, count)`:
+/// `Atomics.compareExchange(ta, index, expected, replacement)` and, if it
+/// took, a wake-up of up to `count` waiters of `ta[index]`, in one call, so
+/// that a thread stopped between the two (`worker.terminate()`) cannot
+/// leave the change made and its sleepers asleep. `ta` an `Int32Array` or
+/// `BigInt64Array`; `expected` and `replacement` numbers (already ToInt32'd)
+/// or BigInts, as its elements. Returns the value found, as
+/// `Atomics.compareExchange` does.
+unsafe extern "C" fn raw_compare_exchange_notify(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: handles of this call; the array argument keeps its buffer alive
+    // for the whole call, which is as long as `cell` is used.
+    unsafe {
+        let [ta, index, expected, replacement, count] = args::<5>(env, info);
+        let resolved = Cell::resolve(env, ta, number(env, index))
+            .and_then(|c| Ok((c, c.expected(env, expected)?, c.expected(env, replacement)?)));
+        let (cell, expected, replacement) = match resolved {
+            Ok(x) => x,
+            Err(e) => return throw(env, e),
+        };
+        let count = number(env, count);
+        let count = if count >= u32::MAX as f64 { usize::MAX } else { count.max(0.0) as usize };
+        let mut value = ptr::null_mut();
+        match (expected, replacement) {
+            (Expected::I32(e), Expected::I32(n)) => {
+                let old = wake::compare_exchange_notify_u32(&TABLE, cell.key(), e as u32, n as u32, count);
+                sys::napi_create_int32(env, old as i32, &mut value);
+            }
+            (Expected::I64(e), Expected::I64(n)) => {
+                let old = wake::compare_exchange_notify_u64(&TABLE, cell.key(), e as u64, n as u64, count);
+                sys::napi_create_bigint_int64(env, old as i64, &mut value);
+            }
+            _ => unreachable!("both are read as the cell's element type"),
+        }
+        value
+    }
+}
+
+/// `countToZero(ta, index, expected)`: a WaitGroup's counter `ta[index]`
+/// reaching zero, its epoch the next element: compare-exchange of the
+/// counter `expected → 0` and, if it took, one more on the epoch and a
+/// wake-up of every waiter of the epoch, in one call (see
+/// `compareExchangeNotify`). Returns the counter found.
+unsafe extern "C" fn raw_count_to_zero(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: handles of this call; the array argument keeps its buffer alive
+    // for the whole call, which is as long as the cells are used.
+    unsafe {
+        let [ta, index, expected] = args::<3>(env, info);
+        let (count, epoch) = match Cell::resolve_pair(env, ta, number(env, index)) {
+            Ok(pair) => pair,
+            Err(e) => return throw(env, e),
+        };
+        let expected = match count.expected(env, expected) {
+            Ok(Expected::I32(v)) => v,
+            Ok(_) => unreachable!("an Int32Array cell"),
+            Err(e) => return throw(env, e),
+        };
+        let old = wake::count_to_zero(&TABLE, count.key(), epoch.key(), expected as u32);
+        let mut value = ptr::null_mut();
+        sys::napi_create_int32(env, old as i32, &mut value);
+        value
     }
 }
