@@ -48,6 +48,7 @@ const { viewOf, heldByThisThread, acquireBlocking, acquireAsync, release, WORD, 
 const SEQ = 0
 const W = 1
 const VIEW = Symbol('Condition view')
+const GUESS = Symbol('Condition guess')
 const FOREVER = Object.freeze({ timeout: Infinity, signal: undefined })
 // conditionWaitRelock's answer (src/condition.rs): relock · 2 + timed out.
 const SLEPT_TIMED_OUT = 1
@@ -62,12 +63,25 @@ function checkHeld (lta, what) {
 // Whether SEQ still holds the sequence `seen` was read with.
 const unchanged = (ta, seen) => ((Atomics.load(ta, SEQ) ^ seen) & ~W) === 0
 
-// A notify of up to `count` waiters, as one step (see the top of the file).
-function signal (ta, count) {
+// A notify of up to `count` waiters of `cond`, as one step (see the top of
+// the file). The compareExchange expects the value this object saw last
+// (its guess): right, it is the whole notify, at the cost of the one
+// Atomics.add it replaces; wrong, it returns the value to try next.
+function signal (cond, count) {
+  const ta = cond[VIEW]
+  let v = cond[GUESS]
   for (;;) {
-    const v = Atomics.load(ta, SEQ)
-    if ((v & W) !== 0) return binding.conditionSignal(ta, SEQ, count)
-    if (Atomics.compareExchange(ta, SEQ, v, (v + 2) | 0) === v) return 0
+    if ((v & W) !== 0) {
+      cond[GUESS] = (v + 2) & ~W
+      return binding.conditionSignal(ta, SEQ, count)
+    }
+    const next = (v + 2) | 0
+    const seen = Atomics.compareExchange(ta, SEQ, v, next)
+    if (seen === v) {
+      cond[GUESS] = next
+      return 0
+    }
+    v = seen
   }
 }
 
@@ -129,6 +143,7 @@ class Condition {
    */
   constructor (buffer, byteOffset) {
     this[VIEW] = sharedView('Condition', buffer, byteOffset, Condition.BYTES)
+    this[GUESS] = 0
   }
 
   get buffer () { return this[VIEW].buffer }
@@ -204,12 +219,12 @@ class Condition {
 
   /** Wakes one waiter; returns how many woke (0 or 1). */
   notifyOne () {
-    return signal(this[VIEW], 1)
+    return signal(this, 1)
   }
 
   /** Wakes every waiter; returns how many woke. */
   notifyAll () {
-    return signal(this[VIEW], Infinity)
+    return signal(this, Infinity)
   }
 }
 
@@ -219,5 +234,5 @@ module.exports = {
   Condition,
   // Internal, for the Atomics.Condition shape: a notify of up to `count`
   // waiters in one step.
-  internal: { notify: (cond, count) => signal(cond[VIEW], count) }
+  internal: { notify: signal }
 }
