@@ -21,13 +21,13 @@ const HARD_TIMEOUT = 120000
 
 // [scenario, rounds stopped by a vm timeout, rounds stopped by terminate()]
 const SCENARIOS = [
-  ['manual', 'ManualResetEvent set / reset', 300, 4],
-  ['auto-set', 'AutoResetEvent set / reset', 300, 4],
-  ['auto-wait', 'AutoResetEvent wait (timeouts, aborts) against set', 300, 4],
-  ['wg', 'WaitGroup add / done', 300, 4],
-  ['barrier', 'Barrier wait (the last arrival, a timeout that breaks it) / reset', 1000, 4],
-  ['condition', 'Condition notifyOne / notifyAll', 300, 4],
-  ['mutex-shape', 'Atomics.Condition.notify(cv, 2) under Atomics.Mutex', 300, 4],
+  ['manual', 'ManualResetEvent set / reset', 300, 6],
+  ['auto-set', 'AutoResetEvent set / reset', 300, 6],
+  ['auto-wait', 'AutoResetEvent wait (timeouts, aborts) against set', 300, 6],
+  ['wg', 'WaitGroup add / done', 300, 6],
+  ['barrier', 'Barrier wait (the last arrival, a timeout that breaks it) / reset', 1000, 6],
+  ['condition', 'Condition notifyOne / notifyAll', 300, 6],
+  ['mutex-shape', 'Atomics.Condition.notify(cv, 2) under Atomics.Mutex', 300, 6],
   ['lock', 'AsyncLock lock / unlock / tryLock / lockAsync / runExclusive', 200, 6],
   ['semaphore', 'Semaphore acquire / release / tryAcquire / acquireAsync / runExclusive', 200, 6],
   ['rwlock', 'RwLock read / write / try / async forms (terminated only: see the fixture)', 0, 12],
