@@ -13,7 +13,8 @@
 // and finally returns its result.
 //
 // The same procedure code serves the blocking and the promise-based API of
-// Barrier, WaitGroup and the events: only the driver differs.
+// Barrier, WaitGroup and ManualResetEvent: only the driver differs.
+// (AutoResetEvent waits through its protocol in the addon and lib/acquire.js.)
 //
 // Cancellation contract (tokio's): when the signal fires, `ctx.cancelled`
 // becomes true and the driver tries to take the queued waiter back out. If it
