@@ -16,6 +16,28 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare function addressOf(ta: unknown): number
 
 /**
+ * `AutoResetEvent.set` for a word with waiters queued: hands the signal
+ * to the oldest, or stores it if nobody is queued any more. Returns
+ * whether a waiter was released.
+ */
+export declare function autoEventSet(ta: unknown, index: number): boolean
+
+/**
+ * Blocks until the caller takes a signal of the auto-reset event
+ * `ta[index]`, or `timeout` ms pass. Returns 0 signalled, 1 timed out.
+ */
+export declare function autoEventWait(ta: unknown, index: number, timeout: number): number
+
+/**
+ * One step of an async wait on the auto-reset event `ta[index]`: takes the
+ * signal now (returns 0), or queues an async waiter in `slot` of this
+ * thread's table and returns its sequence number. Its promise then settles
+ * with 'handoff' (a set handed it the signal) or 'timed-out'. The JS layer
+ * keeps `ta` alive while the waiter is queued.
+ */
+export declare function autoEventWaitAsync(ta: unknown, index: number, timeout: number, slot: number): number
+
+/**
  * Takes a queued async waiter of this thread back out (abort): the one
  * `waitAsync` queued on `ta[index]` with sequence number `seq`. True if it
  * was still queued: it consumed no wake-up and no outcome will be delivered
@@ -38,6 +60,14 @@ export declare function conditionNotify(ta: unknown, index: number, count: numbe
  * (see `resolver`). Returns whether one was on record.
  */
 export declare function conditionRelocked(ta: unknown, index: number, slot: number, passOn: boolean): boolean
+
+/**
+ * A whole notify of the condition word `ta[index]`, for a caller that
+ * found the waiters bit set: bumps its sequence and wakes up to `count`
+ * waiters, in one call (a thread stopped between a bump and its wake-up
+ * would strand them). Returns how many woke.
+ */
+export declare function conditionSignal(ta: unknown, index: number, count: number): number
 
 /**
  * Queues an async waiter in `slot` of this thread's table if the condition
@@ -143,6 +173,13 @@ export declare function lockWait(ta: unknown, index: number, me: number, timeout
  * layer keeps `ta` alive while the waiter is queued.
  */
 export declare function lockWaitAsync(ta: unknown, index: number, me: number, waited: number, timeout: number, slot: number): number
+
+/**
+ * `ManualResetEvent.set` for a word whose "a waiter may be asleep" bit
+ * was seen: sets the event if it is not set and wakes every waiter of
+ * `ta[index]`. Returns whether this call set it.
+ */
+export declare function manualEventSet(ta: unknown, index: number): boolean
 
 /**
  * The wait table's presence counts (see futex-core's `table` module) as an
