@@ -87,6 +87,19 @@ pub trait Protocol: Sync {
     /// (parking_lot's `timed_out(key, was_last)`).
     fn left(&self, key: Key, token: ParkToken, was_last: bool);
 
+    /// Not under any lock, after [`left`](Self::left) once the bucket lock
+    /// is released, while the waiter that left still pins the memory: a
+    /// waiter's departure may let those behind it proceed (a semaphore
+    /// waiter that asked for more permits than the ones queued behind it),
+    /// and this is where the protocol wakes them. Called once per queue a
+    /// departure (or several, in one teardown) changed; not when
+    /// [`WaitTable::unpark_one_if`] drops dead waiters ahead of the one it
+    /// wakes, since its callback learns the new head itself. Nothing by
+    /// default.
+    fn after_left(&self, table: &WaitTable, key: Key) {
+        let _ = (table, key);
+    }
+
     /// Not under any lock: a waiter unparked with `token` cannot act on it,
     /// because its thread is stopping. Pass it on (tokio's `Notified` drop),
     /// so that no wake-up or handoff is lost with the thread.
@@ -523,18 +536,27 @@ impl WaitTable {
     /// Removes the waiter `seq` from `key`'s queue. Returns it if it was still
     /// queued, `None` if someone else already decided its outcome.
     fn remove(&self, key: Key, seq: u64) -> Option<Waiter> {
-        let mut queues = self.bucket(key).queues.lock();
-        let i = position(&queues, key)?;
-        let waiter = queues[i].waiters.remove(seq)?;
-        let was_last = queues[i].waiters.is_empty();
-        if was_last {
-            self.drop_queue(&mut queues, i);
-        }
-        if matches!(waiter, Waiter::Async(..)) {
-            self.queued_async.fetch_sub(1, Ordering::Relaxed);
-        }
+        let waiter = {
+            let mut queues = self.bucket(key).queues.lock();
+            let i = position(&queues, key)?;
+            let waiter = queues[i].waiters.remove(seq)?;
+            let was_last = queues[i].waiters.is_empty();
+            if was_last {
+                self.drop_queue(&mut queues, i);
+            }
+            if matches!(waiter, Waiter::Async(..)) {
+                self.queued_async.fetch_sub(1, Ordering::Relaxed);
+            }
+            if let Some(park) = waiter.park() {
+                park.protocol.left(key, park.token, was_last);
+            }
+            waiter
+        };
+        // The caller pins the memory: a blocking waiter is in its call, an
+        // async one's outcome is not delivered yet (or it is being cancelled
+        // by a call that holds the array).
         if let Some(park) = waiter.park() {
-            park.protocol.left(key, park.token, was_last);
+            park.protocol.after_left(self, key);
         }
         Some(waiter)
     }
@@ -771,6 +793,7 @@ impl WaitTable {
     /// dropped on the way and not counted.
     pub fn notify(&self, key: Key, count: usize) -> usize {
         let mut woken: Vec<Woken> = Vec::new();
+        let mut left = Vec::new();
         if count == 0 || !self.may_have_waiters(key) {
             return 0;
         }
@@ -781,7 +804,7 @@ impl WaitTable {
             };
             let waiters = &mut queues[i].waiters;
             while woken.len() < count {
-                let Some(waiter) = self.pop_live(key, waiters) else { break };
+                let Some(waiter) = self.pop_live(key, waiters, &mut left) else { break };
                 woken.push(wake(waiter, TOKEN_NORMAL));
             }
             if waiters.is_empty() {
@@ -793,13 +816,24 @@ impl WaitTable {
         for w in woken {
             w.deliver(key);
         }
+        // The notifier's array pins the memory.
+        for protocol in left {
+            protocol.after_left(self, key);
+        }
         n
     }
 
     /// Under the bucket lock: removes and returns the oldest waiter of `key`
     /// that will act on a wake-up. Async waiters of a thread that is being
     /// torn down are dropped on the way (their owner removes the rest).
-    fn pop_live(&self, key: Key, waiters: &mut SeqQueue<Waiter>) -> Option<Waiter> {
+    /// The protocols of the waiters dropped go to `left`, for their
+    /// [`Protocol::after_left`] once the lock is released.
+    fn pop_live(
+        &self,
+        key: Key,
+        waiters: &mut SeqQueue<Waiter>,
+        left: &mut Vec<&'static dyn Protocol>,
+    ) -> Option<Waiter> {
         while let Some((_, waiter)) = waiters.pop_first() {
             if matches!(waiter, Waiter::Async(..)) {
                 self.queued_async.fetch_sub(1, Ordering::Relaxed);
@@ -809,6 +843,7 @@ impl WaitTable {
             }
             if let Some(park) = waiter.park() {
                 park.protocol.left(key, park.token, waiters.is_empty());
+                left.push(park.protocol);
             }
         }
         None
@@ -992,6 +1027,7 @@ impl WaitTable {
         let mut count = 0;
         let mut tokens = Vec::new();
         let mut parks = Vec::new();
+        let mut left = Vec::new();
         for bucket in self.buckets.iter() {
             {
                 let mut queues = bucket.queues.lock();
@@ -1005,12 +1041,20 @@ impl WaitTable {
                         _ => true,
                     });
                     let was_last = q.waiters.is_empty();
+                    if let Some(park) = parks.first() {
+                        left.push((q.key, park.protocol));
+                    }
                     for park in parks.drain(..) {
                         park.protocol.left(q.key, park.token, was_last);
                     }
                 }
                 self.drop_empty_queues(&mut queues);
                 self.queued_async.fetch_sub(tokens.len(), Ordering::Relaxed);
+            }
+            // Before `removed`: until then the owner pins the memory of
+            // the waiters it had here.
+            for (key, protocol) in left.drain(..) {
+                protocol.after_left(self, key);
             }
             count += tokens.len();
             tokens.drain(..).for_each(&mut removed);

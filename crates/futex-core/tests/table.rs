@@ -678,6 +678,9 @@ struct Hooks {
     lost: Mutex<Vec<(Key, u32)>>,
     /// `thread_ended` unparks the head with this token when `ended` is 7.
     ended: Mutex<Vec<(Key, u64, bool, u32)>>,
+    /// `after_left(key)`, with the queue's length it saw (it takes the bucket
+    /// lock to look, which deadlocks if the table still held it).
+    after: Mutex<Vec<(Key, usize)>>,
 }
 
 impl Protocol for Hooks {
@@ -690,6 +693,10 @@ impl Protocol for Hooks {
     fn thread_ended(&self, key: Key, head: u64, have_more: bool, ended: u32) -> Option<u32> {
         self.ended.lock().unwrap().push((key, head, have_more, ended));
         (ended == 7).then_some(70)
+    }
+    fn after_left(&self, table: &WaitTable, key: Key) {
+        let len = table.len(key);
+        self.after.lock().unwrap().push((key, len));
     }
 }
 
@@ -781,6 +788,44 @@ fn a_protocol_hears_when_its_waiters_leave_and_whether_they_were_the_last() {
     let r = table.park(K1, |_| true, park_of(protocol, 4), || Some(Instant::now()), SLICE, || false);
     assert_eq!(r, WaitResult::TimedOut);
     assert_eq!(protocol.left.lock().unwrap().last(), Some(&(K1, 4, true)));
+}
+
+/// Every way out of a queue but an unpark is followed by `after_left`, once
+/// per queue it changed, outside the bucket lock and after `left`.
+#[test]
+fn a_protocol_is_called_after_a_departure_outside_the_lock() {
+    let table = WaitTable::default();
+    let protocol = hooks();
+    let owner = Recorder::new();
+    let other = Recorder::new();
+    let a = park_async(&table, K1, protocol, 1, &owner);
+    let b = park_async(&table, K1, protocol, 2, &other);
+    park_async(&table, K1, protocol, 3, &owner);
+    park_async(&table, K2, protocol, 4, &owner);
+    park_async(&table, K2, protocol, 5, &owner);
+    assert!(table.timeout(a));
+    assert_eq!(*protocol.after.lock().unwrap(), vec![(K1, 2)]);
+    // The teardown removes one waiter of K1 and both of K2: one call each.
+    assert_eq!(table.remove_owner(&owner.dyn_owner(), |_| {}), 3);
+    let mut after = protocol.after.lock().unwrap().clone();
+    after[1..].sort();
+    assert_eq!(after, vec![(K1, 2), (K1, 1), (K2, 0)]);
+    assert!(table.cancel(b));
+    assert_eq!(protocol.after.lock().unwrap().last(), Some(&(K1, 0)));
+    let r = table.park(K1, |_| true, park_of(protocol, 6), || Some(Instant::now()), SLICE, || false);
+    assert_eq!(r, WaitResult::TimedOut);
+    assert_eq!(protocol.after.lock().unwrap().len(), 5);
+    // A notify that drops a dead owner's waiter on its way.
+    let dead = Recorder::new();
+    park_async(&table, K1, protocol, 7, &dead);
+    dead.alive.store(false, SeqCst);
+    assert_eq!(table.notify(K1, 1), 0);
+    assert_eq!(protocol.after.lock().unwrap().last(), Some(&(K1, 0)));
+    assert_eq!(protocol.after.lock().unwrap().len(), 6);
+    // An unpark is no departure.
+    park_async(&table, K1, protocol, 8, &other);
+    table.unpark_one(K1, |_| TOKEN_NORMAL);
+    assert_eq!(protocol.after.lock().unwrap().len(), 6);
 }
 
 #[test]
