@@ -360,10 +360,10 @@ function lockAsync (ta, index, me, waited, timeout) {
   return parkAsync(ta, (slot) => binding.lockWaitAsync(ta, index, me, waited, timeout, slot))
 }
 
-// The semaphore word ta[index], by a caller that has waited `waited` ms: 0
-// if it took a permit now.
-function semaphoreAsync (ta, index, waited, timeout) {
-  return parkAsync(ta, (slot) => binding.semaphoreWaitAsync(ta, index, waited, timeout, slot))
+// `n` permits of the semaphore at ta[index], by a caller that has waited
+// `waited` ms: 0 if it took them now.
+function semaphoreAsync (ta, index, n, waited, timeout) {
+  return parkAsync(ta, (slot) => binding.semaphoreWaitAsync(ta, index, n, waited, timeout, slot))
 }
 
 // The condition word ta[index], if it still holds the sequence `seen`: 0 if

@@ -1,34 +1,44 @@
 'use strict'
-// Semaphore: a counting semaphore in 8 bytes of a SharedArrayBuffer.
+// Semaphore: a counting semaphore in 8 bytes of a SharedArrayBuffer, whose
+// acquisitions take n permits at once (a weighted semaphore).
 //
-// One int32 cell, WORD (the second cell is reserved and stays 0):
+// Two int32 cells:
 //
 //   WORD        meaning
-//   n           n permits available, nobody queued
-//   Q + n       n permits available, acquirers queued: release must call the addon
+//   n           n permits free, nobody queued
+//   Q + n       n permits free, acquirers queued: release must call the addon
+//
+//   RESERVE     permits set aside for the oldest queued acquirer; read and
+//               written by the addon only, under the lock of WORD's queue
 //
 // Q is the sign bit (WORD < 0), n at most 2^31 − 1. Q is set exactly when
 // acquirers are queued on WORD (docs/lock.md).
 //
-// Uncontended, everything is pure JavaScript: acquire is one
-// compareExchange (w → w − 1 when w holds a permit, Q or not), release
-// another (n → n + k). Everything else is decided by the addon under the
-// lock of WORD's wait queue (crates/futex-core/src/semaphore.rs):
+// Uncontended, everything is pure JavaScript, for any number of permits k:
+// acquire is one compareExchange (w → w − k when w holds k free permits, Q
+// or not), release another (n → n + k). Everything else is decided by the
+// addon under the lock of WORD's wait queue (crates/futex-core/src/semaphore.rs):
 //
-//   park      take a permit if there is one, else set Q and queue
+//   park      take the k permits if they are free, else set Q and queue
 //             (blocking: in one native call; async: lib/acquire.js)
-//   release   per permit, wake the oldest acquirer queued; if it has waited
-//             1 ms, hand it the permit ('handoff': it holds it when it
-//             wakes), else add the permit to WORD and let it compete ('ok');
-//             Q stays set iff more wait; the rest goes to WORD
+//   release   add the permits to those not held, then serve the oldest
+//             acquirers in order while the permits cover their whole
+//             request: one that has waited 1 ms is handed its permits
+//             ('handoff': it holds them when it wakes), a younger one is
+//             woken to compete ('ok'); the first one not covered stops the
+//             look, and if it has waited 1 ms every free permit is reserved
+//             for it (RESERVE), so nobody else takes them
 //   leave     an acquirer that times out, is aborted or whose thread stops
-//             clears Q if it was last; one handed a permit it will not use
-//             releases it again
+//             clears Q if it was last (the reserve goes back to WORD), and
+//             those behind it are looked at again; one handed permits it
+//             will not use releases them again
 //
-// So tryAcquire and newcomers take a permit past a queued acquirer for at
-// most 1 ms (AsyncLock's rule, for AsyncLock's reason: docs/lock.md).
+// So newcomers and tryAcquire take permits past a queued acquirer for at
+// most 1 ms of its wait (AsyncLock's rule, for AsyncLock's reason:
+// docs/lock.md), and a large request is never passed by smaller ones queued
+// behind it.
 //
-// Permits have no owner: a thread that dies holding one does not give it
+// Permits have no owner: a thread that dies holding some does not give them
 // back (unlike AsyncLock, which recovers a dead owner's lock).
 const binding = require('./native')
 const { Atomics, checkCanBlock } = require('./host')
@@ -40,27 +50,29 @@ const { show, sharedView, timeoutOf, asyncOptions } = require('./options')
 
 const WORD = 0
 const MAX = 0x7fffffff // the permits of a word: w & MAX; Q: w < 0
+const MAX_ACQUIRE = 0x3fffffff // the most permits one acquisition asks for
 const VIEW = Symbol('Semaphore view')
 
 // Code of the addon's semaphoreWait (src/semaphore.rs).
 const TIMED_OUT = 1
 
-function tryTake (ta) {
+// Takes k free permits if the word has them.
+function tryTake (ta, k) {
   for (;;) {
     const v = Atomics.load(ta, WORD)
-    if ((v & MAX) === 0) return false
-    if (Atomics.compareExchange(ta, WORD, v, v - 1) === v) return true
+    if ((v & MAX) < k) return false
+    if (Atomics.compareExchange(ta, WORD, v, v - k) === v) return true
   }
 }
 
-// Before queueing, spin briefly while no permit is free and nobody is
-// queued, as AsyncLock does (holders often give a permit back within a
+// Before queueing, spin briefly while the permits are not free and nobody
+// is queued, as AsyncLock does (holders often give permits back within a
 // microsecond); acquirers queued end the spin: queue behind them.
-function spinTake (ta) {
+function spinTake (ta, k) {
   for (let i = 0; i < 100; i++) {
     const v = Atomics.load(ta, WORD)
-    if ((v & MAX) !== 0) {
-      if (Atomics.compareExchange(ta, WORD, v, v - 1) === v) return true
+    if ((v & MAX) >= k) {
+      if (Atomics.compareExchange(ta, WORD, v, v - k) === v) return true
     } else if (v < 0) {
       return false
     }
@@ -68,12 +80,35 @@ function spinTake (ta) {
   return false
 }
 
+// A count of permits to create or release: 0 to 2^31 − 1.
 function permitsOf (what, n) {
   if (typeof n !== 'number') throw new TypeError(`${what}: permits must be a number, got ${show(n)}`)
   if (!Number.isInteger(n) || n < 0 || n > MAX) {
     throw new RangeError(`${what}: permits must be an integer from 0 to ${MAX}, got ${n}`)
   }
   return n
+}
+
+// The permits of one acquisition: 1 (the default) to 2^30 − 1.
+function acquisitionOf (what, n) {
+  if (n === undefined) return 1
+  if (typeof n !== 'number') throw new TypeError(`${what}: permits must be a number, got ${show(n)}`)
+  if (!Number.isInteger(n) || n < 1 || n > MAX_ACQUIRE) {
+    throw new RangeError(`${what}: permits must be an integer from 1 to ${MAX_ACQUIRE}, got ${n}`)
+  }
+  return n
+}
+
+// acquire's argument: a timeout in ms (as before weights), or { permits, timeout }.
+function blockingOptions (options) {
+  if (options === undefined || typeof options === 'number') {
+    return { n: 1, timeout: timeoutOf('Semaphore.acquire', options) }
+  }
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError(`Semaphore.acquire: expected a timeout in ms or options { permits, timeout }, got ${show(options)}`)
+  }
+  const timeout = timeoutOf('Semaphore.acquire', options.timeout)
+  return { n: acquisitionOf('Semaphore.acquire', options.permits), timeout }
 }
 
 function give (ta, n) {
@@ -89,23 +124,34 @@ function give (ta, n) {
   }
 }
 
-const giveOne = (ta) => give(ta, 1)
+// The protocol for lib/acquire.js, for acquisitions of n permits. A wake-up
+// to compete that will not be used is passed on by asking the addon to look
+// at the queue again (a release of 0 permits), which serves whoever the
+// free permits cover.
+function protocolOf (n) {
+  return {
+    index: WORD,
+    now: (ta, opts) => !(opts.signal !== undefined && opts.signal.aborted) && (tryTake(ta, n) || spinTake(ta, n)),
+    park (ta, waited, remaining) {
+      const q = semaphoreAsync(ta, WORD, n, waited, remaining)
+      return q === 0 ? ACQUIRED : q
+    },
+    release: (ta) => give(ta, n),
+    passOn (ta) { binding.semaphoreRelease(ta, WORD, 0) },
+    info: () => undefined,
+    ok: undefined,
+    missing: n === 1 ? 'no permit' : `no ${n} permits`
+  }
+}
 
-// The protocol for lib/acquire.js. A wake-up to compete that will not be
-// used is passed on by taking the permit and releasing it, which wakes the
-// next acquirer.
-const PROTOCOL = {
-  index: WORD,
-  now: (ta, opts) => !(opts.signal !== undefined && opts.signal.aborted) && (tryTake(ta) || spinTake(ta)),
-  park (ta, waited, remaining) {
-    const q = semaphoreAsync(ta, WORD, waited, remaining)
-    return q === 0 ? ACQUIRED : q
-  },
-  release: giveOne,
-  passOn (ta) { if (tryTake(ta)) give(ta, 1) },
-  info: () => undefined,
-  ok: undefined,
-  missing: 'no permit'
+const ONE = protocolOf(1)
+const protocol = (n) => n === 1 ? ONE : protocolOf(n)
+
+// { permits, timeout, signal } of the async methods: the protocol and the options.
+function asyncRequest (what, options) {
+  const opts = asyncOptions(what, options)
+  const n = options === undefined || options === null ? 1 : acquisitionOf(what, options.permits)
+  return { p: protocol(n), opts }
 }
 
 class Semaphore {
@@ -131,25 +177,30 @@ class Semaphore {
   get buffer () { return this[VIEW].buffer }
   get byteOffset () { return this[VIEW].byteOffset }
 
-  /** Permits available now (a snapshot). */
+  /** Permits free now (a snapshot; permits reserved for a queued acquirer are not free). */
   get value () {
     return Atomics.load(this[VIEW], WORD) & MAX
   }
 
-  /** Blocks until a permit is taken; throws LockTimeoutError after `timeout` ms. */
-  acquire (timeout) {
-    const t = timeoutOf('Semaphore.acquire', timeout)
+  /**
+   * Blocks until the permits are taken: acquire(timeout?) takes one,
+   * acquire({ permits, timeout }) takes `permits` at once. Throws
+   * LockTimeoutError after `timeout` ms.
+   */
+  acquire (options) {
+    const { n, timeout } = blockingOptions(options)
     checkCanBlock('Semaphore.acquire')
     const ta = this[VIEW]
-    if (tryTake(ta) || spinTake(ta)) return
-    if (t === 0 || binding.semaphoreWait(ta, WORD, t) === TIMED_OUT) {
-      throw new LockTimeoutError(`Semaphore.acquire: no permit within ${t} ms`)
+    if (tryTake(ta, n) || spinTake(ta, n)) return
+    if (timeout === 0 || binding.semaphoreWait(ta, WORD, n, timeout) === TIMED_OUT) {
+      throw new LockTimeoutError(`Semaphore.acquire: ${protocol(n).missing} within ${timeout} ms`)
     }
   }
 
-  /** Takes a permit if one is available now. */
-  tryAcquire () {
-    return tryTake(this[VIEW])
+  /** Takes `permits` (default 1) at once if they are free now. */
+  tryAcquire (permits) {
+    const n = acquisitionOf('Semaphore.tryAcquire', permits)
+    return tryTake(this[VIEW], n)
   }
 
   /** Gives back `permits` (default 1): to the oldest acquirers queued first. */
@@ -160,22 +211,35 @@ class Semaphore {
     if (n > 0) give(ta, n)
   }
 
-  /** Resolves with a function that gives the permit back (idempotent, disposable). */
+  /**
+   * acquireAsync({ permits, timeout, signal }): resolves with a function that
+   * gives the permits back (idempotent, disposable).
+   */
   acquireAsync (options) {
-    let opts
+    let request
     try {
-      opts = asyncOptions('Semaphore.acquireAsync', options)
+      request = asyncRequest('Semaphore.acquireAsync', options)
     } catch (e) {
       return Promise.reject(e)
     }
+    const { p, opts } = request
     const ta = this[VIEW]
-    if (PROTOCOL.now(ta, opts)) return Promise.resolve(held.releaser(giveOne, ta))
-    return acquiring.acquire(PROTOCOL, ta, opts, 'Semaphore.acquireAsync').then(() => held.releaser(giveOne, ta))
+    if (p.now(ta, opts)) return Promise.resolve(held.releaser(p.release, ta))
+    return acquiring.acquire(p, ta, opts, 'Semaphore.acquireAsync').then(() => held.releaser(p.release, ta))
   }
 
-  /** Runs fn() holding a permit; resolves with its result, always releasing. */
+  /** Runs fn() holding `options.permits` (default 1); resolves with its result, always releasing. */
   runExclusive (fn, options) {
-    return acquiring.exclusive(PROTOCOL, this[VIEW], fn, options, 'Semaphore.runExclusive', false)
+    let p = ONE
+    // The callback and the options' shape are checked by exclusive(), first.
+    if (typeof fn === 'function' && options !== null && typeof options === 'object') {
+      try {
+        p = protocol(acquisitionOf('Semaphore.runExclusive', options.permits))
+      } catch (e) {
+        return Promise.reject(e)
+      }
+    }
+    return acquiring.exclusive(p, this[VIEW], fn, options, 'Semaphore.runExclusive', false)
   }
 }
 

@@ -892,14 +892,23 @@ fn lock_owner_teardown_vs_cancel() {
 // word equal those released), and `Q` is set exactly when acquirers are
 // queued.
 
-use futex_core::semaphore::{Taken, MAX as PERMITS, Q, TOKEN_PERMIT, TOKEN_RETRY as PERMIT_RETRY};
+use futex_core::semaphore::{permit_token, Taken, MAX as PERMITS, Q, TOKEN_RETRY as PERMIT_RETRY};
 use futex_core::RawSemaphore;
 
 static FAIR: RawSemaphore = RawSemaphore { fair_after: Duration::ZERO };
 static UNFAIR: RawSemaphore = RawSemaphore { fair_after: Duration::MAX };
 
+/// A semaphore's two words (the free permits and `Q`, then the reserved
+/// permits), leaked: the first is returned, the second follows it.
 fn semaphore(permits: u32) -> (&'static AtomicU32, Arc<WaitTable>) {
-    (Box::leak(Box::new(AtomicU32::new(permits))), Arc::new(WaitTable::new(1)))
+    let words: &'static [AtomicU32; 2] = Box::leak(Box::new([AtomicU32::new(permits), AtomicU32::new(0)]));
+    (&words[0], Arc::new(WaitTable::new(1)))
+}
+
+/// The permits reserved for the head of the queue (the word after `word`).
+fn reserved(word: &'static AtomicU32) -> u32 {
+    // SAFETY: `semaphore` made `word` the first of two leaked words.
+    unsafe { &*(word as *const AtomicU32).add(1) }.load(SeqCst)
 }
 
 /// The permits in a word.
@@ -913,21 +922,36 @@ fn assert_queued_matches(word: &AtomicU32, table: &WaitTable) {
     assert_eq!(word.load(SeqCst) & Q != 0, queued, "word {:#x}, queued {queued}", word.load(SeqCst));
 }
 
-/// Queues an async acquirer (the word holds no permit).
+/// Queues an async acquirer of one permit (the word holds no permit).
 fn acquire_async(
     sem: &'static RawSemaphore,
     table: &WaitTable,
     word: &'static AtomicU32,
     owner: Arc<dyn Owner>,
 ) -> Ticket {
-    // SAFETY: the word is leaked: alive for the whole model.
-    unsafe { sem.acquire_async(table, key(word), Instant::now(), owner, next_token) }
-        .expect("no permit: the acquirer queues")
+    acquire_async_n(sem, table, word, 1, owner)
+}
+
+/// Queues an async acquirer of `n` permits (the word holds fewer).
+fn acquire_async_n(
+    sem: &'static RawSemaphore,
+    table: &WaitTable,
+    word: &'static AtomicU32,
+    n: u32,
+    owner: Arc<dyn Owner>,
+) -> Ticket {
+    // SAFETY: the words are leaked: alive for the whole model.
+    unsafe { sem.acquire_async(table, key(word), n, Instant::now(), owner, next_token) }
+        .expect("too few permits: the acquirer queues")
 }
 
 fn acquire(sem: &'static RawSemaphore, table: &WaitTable, word: &'static AtomicU32, stopping: bool) -> Taken {
+    acquire_n(sem, table, word, 1, stopping)
+}
+
+fn acquire_n(sem: &'static RawSemaphore, table: &WaitTable, word: &'static AtomicU32, n: u32, stopping: bool) -> Taken {
     // SAFETY: as above.
-    unsafe { sem.acquire(table, key(word), None, Duration::from_secs(1), || stopping) }
+    unsafe { sem.acquire(table, key(word), n, None, Duration::from_secs(1), || stopping) }
 }
 
 fn release(sem: &'static RawSemaphore, table: &WaitTable, word: &'static AtomicU32, n: u32) -> u32 {
@@ -956,7 +980,7 @@ fn semaphore_handoff_vs_timeout() {
         };
         let timed_out = table.timeout(ticket);
         releaser.join().unwrap();
-        let got = woken_with(&owner) == Some(TOKEN_PERMIT);
+        let got = woken_with(&owner) == Some(permit_token(1));
         assert!(got != timed_out, "handed {got}, timed out {timed_out}");
         assert_eq!(u32::from(got) + permits(word), 1, "a permit lost or duplicated");
         assert_queued_matches(word, &table);
@@ -997,7 +1021,7 @@ fn semaphore_handoff_vs_cancel() {
         };
         let cancelled = table.cancel(ticket);
         releaser.join().unwrap();
-        assert!((woken_with(&owner) == Some(TOKEN_PERMIT)) != cancelled);
+        assert!((woken_with(&owner) == Some(permit_token(1))) != cancelled);
         assert_eq!(u32::from(!cancelled) + permits(word), 1, "a permit lost or duplicated");
         assert_queued_matches(word, &table);
     });
@@ -1039,8 +1063,8 @@ fn semaphore_release_many_vs_timeout() {
         };
         let timed_out = table.timeout(ticket);
         releaser.join().unwrap();
-        assert_eq!(woken_with(&second), Some(TOKEN_PERMIT), "the second acquirer was passed over");
-        assert!((woken_with(&first) == Some(TOKEN_PERMIT)) != timed_out);
+        assert_eq!(woken_with(&second), Some(permit_token(1)), "the second acquirer was passed over");
+        assert!((woken_with(&first) == Some(permit_token(1))) != timed_out);
         assert_eq!(u32::from(!timed_out) + 1 + permits(word), 2, "a permit lost or duplicated");
         assert_queued_matches(word, &table);
     });
@@ -1075,7 +1099,7 @@ fn semaphore_wakeup_vs_waiter_thread_teardown() {
             };
             assert_eq!(release(sem, &table, word, 1), 0);
             teardown.join().unwrap();
-            let expected = if std::ptr::eq(sem, &FAIR) { TOKEN_PERMIT } else { PERMIT_RETRY };
+            let expected = if std::ptr::eq(sem, &FAIR) { permit_token(1) } else { PERMIT_RETRY };
             let w_kept = match w_owner.log.lock().unwrap().as_slice() {
                 [] => false,
                 [(_, AsyncOutcome::Unparked(t, _))] => {
@@ -1182,6 +1206,140 @@ fn semaphore_barging_newcomer_vs_woken_acquirer() {
         assert_eq!(word.load(SeqCst), 0);
         assert_queued_matches(word, &table);
     });
+}
+
+// --- weighted acquisitions ---------------------------------------------------
+//
+// Invariants: permits are conserved (held + free + reserved = released), an
+// acquirer is handed all its permits or none, the acquirers behind a head
+// that leaves are not stranded when the permits cover them, and at the end
+// nothing stays reserved.
+
+/// FAIR: H (2 permits) heads the queue, X (1) waits behind it; a release of
+/// 1 races H's deadline. The permit is reserved for H (not enough) or goes
+/// straight to X (H already gone); either way X ends up with it: H's
+/// departure hands the reserved permit on. H never gets anything.
+#[test]
+fn semaphore_weighted_head_timeout_vs_release_lets_the_next_through() {
+    model("semaphore_weighted_head_timeout_vs_release_lets_the_next_through", || {
+        let (word, table) = semaphore(0);
+        let (h, x) = (Recorder::new(), Recorder::new());
+        let ticket = acquire_async_n(&FAIR, &table, word, 2, h.clone());
+        acquire_async_n(&FAIR, &table, word, 1, x.clone());
+        let releaser = {
+            let table = table.clone();
+            loom::thread::spawn(move || assert_eq!(release(&FAIR, &table, word, 1), 0))
+        };
+        assert!(table.timeout(ticket), "H can never be covered");
+        releaser.join().unwrap();
+        assert_eq!(woken_with(&x), Some(permit_token(1)), "X was stranded");
+        assert_eq!((word.load(SeqCst), reserved(word)), (0, 0));
+        assert_queued_matches(word, &table);
+    });
+}
+
+/// FAIR: H (2 permits) is queued; two releases of 1 race. H is handed its
+/// two permits exactly once, whichever comes first: the first is reserved,
+/// the second completes it.
+#[test]
+fn semaphore_two_releases_cover_a_weighted_head() {
+    model("semaphore_two_releases_cover_a_weighted_head", || {
+        let (word, table) = semaphore(0);
+        let h = Recorder::new();
+        acquire_async_n(&FAIR, &table, word, 2, h.clone());
+        let releaser = {
+            let table = table.clone();
+            loom::thread::spawn(move || assert_eq!(release(&FAIR, &table, word, 1), 0))
+        };
+        assert_eq!(release(&FAIR, &table, word, 1), 0);
+        releaser.join().unwrap();
+        assert_eq!(woken_with(&h), Some(permit_token(2)));
+        assert_eq!((word.load(SeqCst), reserved(word)), (0, 0));
+        assert_queued_matches(word, &table);
+    });
+}
+
+/// FAIR: H (2 permits, its thread being torn down) heads the queue, X (1)
+/// waits behind it; a release of 1 races the teardown. X gets the permit,
+/// reserved or not on the way; nothing stays reserved.
+#[test]
+fn semaphore_weighted_head_teardown_vs_release() {
+    model("semaphore_weighted_head_teardown_vs_release", || {
+        let (word, table) = semaphore(0);
+        let h = Arc::new(Passing {
+            dead: loom::sync::atomic::AtomicBool::new(false),
+            table: table.clone(),
+            log: Mutex::default(),
+        });
+        let x = Recorder::new();
+        acquire_async_n(&FAIR, &table, word, 2, h.clone());
+        acquire_async_n(&FAIR, &table, word, 1, x.clone());
+        let teardown = {
+            let (table, h) = (table.clone(), h.clone());
+            loom::thread::spawn(move || {
+                h.dead.store(true, SeqCst);
+                let owner: Arc<dyn Owner> = h;
+                table.remove_owner(&owner, |_| {})
+            })
+        };
+        assert_eq!(release(&FAIR, &table, word, 1), 0);
+        // H is removed by the teardown, or dropped by the release that
+        // found its owner dead ahead of X.
+        assert!(teardown.join().unwrap() <= 1);
+        assert!(h.log.lock().unwrap().is_empty());
+        assert_eq!(woken_with(&x), Some(permit_token(1)), "X was stranded");
+        assert_eq!((word.load(SeqCst), reserved(word)), (0, 0));
+        assert_queued_matches(word, &table);
+    });
+}
+
+/// FAIR: H (2 permits) is queued with 1 free; a release of 1 races a
+/// newcomer's fast path, which takes a free permit if it finds one and gives
+/// it back. The newcomer never takes a permit reserved for H, H ends with
+/// its two, and nothing is left free or reserved.
+#[test]
+fn semaphore_barging_newcomer_vs_reserve() {
+    model("semaphore_barging_newcomer_vs_reserve", || {
+        let (word, table) = semaphore(1);
+        let h = Recorder::new();
+        acquire_async_n(&FAIR, &table, word, 2, h.clone());
+        let releaser = {
+            let table = table.clone();
+            loom::thread::spawn(move || assert_eq!(release(&FAIR, &table, word, 1), 0))
+        };
+        if try_take(word) {
+            give_back(&FAIR, &table, word);
+        }
+        releaser.join().unwrap();
+        assert_eq!(woken_with(&h), Some(permit_token(2)));
+        assert_eq!((word.load(SeqCst), reserved(word)), (0, 0));
+        assert_queued_matches(word, &table);
+    });
+}
+
+/// A blocking acquirer of 2 permits parks while two releases of 1 happen,
+/// FAIR (handed over) and UNFAIR (woken to compete): no lost wake-up (an
+/// acquirer left parked deadlocks the model), and it ends with both.
+#[test]
+fn semaphore_weighted_park_vs_releases() {
+    for sem in [&FAIR, &UNFAIR] {
+        model("semaphore_weighted_park_vs_releases", move || {
+            let (word, table) = semaphore(0);
+            let acquirer = {
+                let table = table.clone();
+                loom::thread::spawn(move || acquire_n(sem, &table, word, 2, false))
+            };
+            let releaser = {
+                let table = table.clone();
+                loom::thread::spawn(move || assert_eq!(release(sem, &table, word, 1), 0))
+            };
+            assert_eq!(release(sem, &table, word, 1), 0);
+            releaser.join().unwrap();
+            assert_eq!(acquirer.join().unwrap(), Taken::Acquired);
+            assert_eq!((word.load(SeqCst), reserved(word)), (0, 0));
+            assert_queued_matches(word, &table);
+        });
+    }
 }
 
 // --- the condition variable protocol (futex_core::condvar) -------------------

@@ -28,8 +28,9 @@ const A: u32 = 1;
 const V: u32 = 2;
 const B: u32 = 3;
 
+/// A leaked word, followed by a second one (a semaphore's reserve).
 fn word(value: u32) -> &'static AtomicU32 {
-    Box::leak(Box::new(AtomicU32::new(value)))
+    &Box::leak(Box::new([AtomicU32::new(value), AtomicU32::new(0)]))[0]
 }
 
 fn key(w: &'static AtomicU32) -> Key {
@@ -100,12 +101,12 @@ fn semaphore_a_retry_taken_by_a_thread_that_ends_goes_to_the_next_acquirer() {
     let w = word(0);
     let v = Arc::new(Silent::default());
     // SAFETY: the word is leaked.
-    unsafe { SEMAPHORE.acquire_async(&table, key(w), Instant::now(), v.clone(), || 1) }.expect("no permit: queued");
+    unsafe { SEMAPHORE.acquire_async(&table, key(w), 1, Instant::now(), v.clone(), || 1) }.expect("no permit: queued");
     let b = {
         let table = table.clone();
         // SAFETY: as above.
         thread::spawn(move || unsafe {
-            SEMAPHORE.acquire(&table, key(w), Some(Instant::now() + HANG), SLICE, || false)
+            SEMAPHORE.acquire(&table, key(w), 1, Some(Instant::now() + HANG), SLICE, || false)
         })
     };
     wait_until("B to queue behind V", || table.len(key(w)) == 2);
