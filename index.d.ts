@@ -357,9 +357,22 @@ export class Condition {
 }
 
 /**
- * A counting semaphore in 8 bytes of a SharedArrayBuffer. Permits have no
- * owner: any thread may release, and permits of a thread that dies are not
- * given back.
+ * How many permits one acquisition takes at once: an integer from 1 to
+ * 2^30 − 1 (default 1). Anything else is a RangeError, a non-number a
+ * TypeError.
+ */
+export interface PermitsOption {
+  permits?: number
+}
+
+/**
+ * A counting semaphore in 8 bytes of a SharedArrayBuffer. An acquisition
+ * takes one permit or several at once, all or none. Queued acquisitions are
+ * served in order (a large one is never passed by smaller ones behind it);
+ * newcomers and tryAcquire may take free permits past them only while the
+ * oldest has waited less than 1 ms (docs/lock.md, "Weighted acquisitions").
+ * Permits have no owner: any thread may release, and permits of a thread
+ * that dies are not given back.
  */
 export class Semaphore {
   /** Bytes one semaphore takes in a buffer (8). */
@@ -375,29 +388,40 @@ export class Semaphore {
 
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number
-  /** Permits available now (a snapshot). */
+  /** Permits free now (a snapshot; permits set aside for a queued acquirer are not free). */
   readonly value: number
 
   /**
-   * Blocks until a permit is taken.
+   * Blocks until one permit is taken. The number is a timeout in ms, not a
+   * count: for several permits pass `{ permits }`.
    * @throws {LockTimeoutError} none within `timeout` ms
    */
   acquire (timeout?: number): void
+  /**
+   * Blocks until `permits` (default 1) are taken at once.
+   * @throws {LockTimeoutError} not all of them within `timeout` ms (none is taken)
+   */
+  acquire (options: PermitsOption & { timeout?: number }): void
 
-  /** Takes a permit if one is available now. */
-  tryAcquire (): boolean
+  /** Takes `permits` (default 1) at once if they are free now; never some of them. */
+  tryAcquire (permits?: number): boolean
 
   /**
-   * Gives back `permits` (default 1) and wakes as many waiters.
+   * Gives back `permits` (default 1; 0 to 2^31 − 1): the oldest acquirers
+   * queued are served first, in order, as far as the permits cover them.
    * @throws {RangeError} the count would exceed 2^31 − 1
    */
   release (permits?: number): void
 
-  /** Resolves with a function that gives the permit back; rejects with LockTimeoutError or AbortError. */
-  acquireAsync (options?: AcquireOptions): Promise<Release>
+  /**
+   * Takes `permits` (default 1) at once; resolves with a function that gives
+   * exactly those back (idempotent, `Symbol.dispose`). Rejects with
+   * LockTimeoutError or AbortError, having taken nothing.
+   */
+  acquireAsync (options?: PermitsOption & AcquireOptions): Promise<Release>
 
-  /** Runs `fn` holding a permit; resolves with its result; always gives the permit back. */
-  runExclusive<T> (fn: () => T | PromiseLike<T>, options?: AcquireOptions): Promise<T>
+  /** Runs `fn` holding `permits` (default 1); resolves with its result; always gives them back. */
+  runExclusive<T> (fn: () => T | PromiseLike<T>, options?: PermitsOption & AcquireOptions): Promise<T>
 }
 
 /** The release function of an RwLock read acquisition. */
