@@ -99,16 +99,12 @@ function acquisitionOf (what, n) {
   return n
 }
 
-// acquire's argument: a timeout in ms (as before weights), or { permits, timeout }.
-function blockingOptions (options) {
-  if (options === undefined || typeof options === 'number') {
-    return { n: 1, timeout: timeoutOf('Semaphore.acquire', options) }
-  }
+// acquire's options object { permits, timeout } (its other argument is a
+// timeout in ms, as before weights).
+function checkOptions (options) {
   if (options === null || typeof options !== 'object') {
     throw new TypeError(`Semaphore.acquire: expected a timeout in ms or options { permits, timeout }, got ${show(options)}`)
   }
-  const timeout = timeoutOf('Semaphore.acquire', options.timeout)
-  return { n: acquisitionOf('Semaphore.acquire', options.permits), timeout }
 }
 
 function give (ta, n) {
@@ -188,7 +184,15 @@ class Semaphore {
    * LockTimeoutError after `timeout` ms.
    */
   acquire (options) {
-    const { n, timeout } = blockingOptions(options)
+    let n = 1
+    let timeout
+    if (options === undefined || typeof options === 'number') {
+      timeout = timeoutOf('Semaphore.acquire', options)
+    } else {
+      checkOptions(options)
+      timeout = timeoutOf('Semaphore.acquire', options.timeout)
+      n = acquisitionOf('Semaphore.acquire', options.permits)
+    }
     checkCanBlock('Semaphore.acquire')
     const ta = this[VIEW]
     if (tryTake(ta, n) || spinTake(ta, n)) return
