@@ -64,7 +64,8 @@
 //!   is not held, then [`WaitTable::unpark_one_if`] looks at the oldest
 //!   acquirer, and under the bucket lock hands it its permits, wakes it to
 //!   compete, or reserves for it (see the policy), setting `Q` exactly when
-//!   more acquirers remain; while it woke someone it looks at the next one.
+//!   more acquirers remain; while it woke someone and permits are left, it
+//!   looks at the next one.
 //! * **leave** ([`Protocol::left`]): an acquirer that times out, is
 //!   cancelled or whose thread stops clears `Q` if it was the last one
 //!   queued, and then the reserved permits go back to `WORD`. It was handed
@@ -267,7 +268,7 @@ impl RawSemaphore {
         // again for the acquirers behind them, nor reserved away.
         let mut promised: u32 = 0;
         loop {
-            let mut woke = false;
+            let mut go_on = false;
             table.unpark_one_if(key, |r: UnparkResult| {
                 let held_back = reserve.load(SeqCst);
                 // Compare-exchanges: the fast paths change the free count
@@ -301,13 +302,16 @@ impl RawSemaphore {
                         if let (Some(TOKEN_RETRY), Some((need, _))) = (step.token, r.unparked) {
                             promised = promised.saturating_add(need as u32);
                         }
-                        woke = step.token.is_some();
+                        // Look at the next acquirer only if there is one and
+                        // some permit is left for it.
+                        let left = (step.free + step.reserve).saturating_sub(promised);
+                        go_on = step.token.is_some() && r.have_more && left > 0;
                         return step.token;
                     }
                     w = word.load(SeqCst);
                 }
             });
-            if !woke {
+            if !go_on {
                 return refused;
             }
         }
