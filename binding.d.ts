@@ -16,6 +16,28 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare function addressOf(ta: unknown): number
 
 /**
+ * `AutoResetEvent.set` for a word with waiters queued: hands the signal
+ * to the oldest, or stores it if nobody is queued any more. Returns
+ * whether a waiter was released.
+ */
+export declare function autoEventSet(ta: unknown, index: number): boolean
+
+/**
+ * Blocks until the caller takes a signal of the auto-reset event
+ * `ta[index]`, or `timeout` ms pass. Returns 0 signalled, 1 timed out.
+ */
+export declare function autoEventWait(ta: unknown, index: number, timeout: number): number
+
+/**
+ * One step of an async wait on the auto-reset event `ta[index]`: takes the
+ * signal now (returns 0), or queues an async waiter in `slot` of this
+ * thread's table and returns its sequence number. Its promise then settles
+ * with 'handoff' (a set handed it the signal) or 'timed-out'. The JS layer
+ * keeps `ta` alive while the waiter is queued.
+ */
+export declare function autoEventWaitAsync(ta: unknown, index: number, timeout: number, slot: number): number
+
+/**
  * Takes a queued async waiter of this thread back out (abort): the one
  * `waitAsync` queued on `ta[index]` with sequence number `seq`. True if it
  * was still queued: it consumed no wake-up and no outcome will be delivered
@@ -30,20 +52,49 @@ export declare function cancelAsync(ta: unknown, index: number, seq: number): bo
 export declare function conditionNotify(ta: unknown, index: number, count: number): number
 
 /**
- * Blocks while the condition word `ta[index]` holds the sequence `seen`
- * (as read, with or without the waiters bit), until notified or `timeout`
- * ms pass. Returns 0 (notified, or the sequence had moved on) or 1 (timed out).
+ * The async sleeper woken on the condition word `ta[index]` of the copy of
+ * the JavaScript layer that names its waiters with `slot` (any slot of
+ * it) is done with its wake-up: it relocked (`pass_on` false), or it gives
+ * the wake-up up (`pass_on` true: aborted, or its relock failed), which
+ * then wakes the next sleeper. Takes the wake-up off that copy's record
+ * (see `resolver`). Returns whether one was on record.
  */
-export declare function conditionWait(ta: unknown, index: number, seen: number, timeout: number): number
+export declare function conditionRelocked(ta: unknown, index: number, slot: number, passOn: boolean): boolean
+
+/**
+ * A whole notify of the condition word `ta[index]`, for a caller that
+ * found the waiters bit set: bumps its sequence and wakes up to `count`
+ * waiters, in one call (a thread stopped between a bump and its wake-up
+ * would strand them). Returns how many woke.
+ */
+export declare function conditionSignal(ta: unknown, index: number, count: number): number
 
 /**
  * Queues an async waiter in `slot` of this thread's table if the condition
  * word `ta[index]` still holds the sequence `seen`, and returns its sequence
  * number (0: the sequence moved on, nothing is queued). Its promise then
  * settles with 'ok' (notified) or 'timed-out'. The JS layer keeps `ta`
- * alive while the waiter is queued.
+ * alive while the waiter is queued. A notify's wake-up stays on this
+ * thread's record from its delivery until `conditionRelocked`.
  */
 export declare function conditionWaitAsync(ta: unknown, index: number, seen: number, timeout: number, slot: number): number
+
+/**
+ * `Condition.wait` after the caller released the lock word `lta[lindex]`:
+ * blocks while the condition word `ta[index]` holds the sequence `seen`,
+ * until notified or `timeout` ms pass, then retakes the lock for thread
+ * `me` (an owner id), without deadline, in the same call. Returns
+ * `relock · 2 + timed_out`, `relock` being 0 acquired, 1 acquired from a
+ * dead owner, 2 interrupted (the thread is stopping: nothing is held, and
+ * a wake-up it took went to the next sleeper), 3 the lock is held by `me`
+ * already (the wake-up went on too).
+ *
+ * One call, so that a thread stopped anywhere between its wake-up and the
+ * end of its relock passes the wake-up on (`RawCondvar::wait_relock`):
+ * with the relock as a second call, a stop inside it, or between the two,
+ * lost the wake-up.
+ */
+export declare function conditionWaitRelock(ta: unknown, index: number, seen: number, timeout: number, lta: unknown, lindex: number, me: number): number
 
 export declare function diagnostics(): Diagnostics
 
@@ -67,15 +118,23 @@ export interface Diagnostics {
    * plus waiters checking their value right now.
    */
   presence: number
+  /**
+   * Condition wake-ups delivered to async sleepers whose relock is not
+   * done yet (kept on record by their thread).
+   */
+  relocking: number
 }
 
 /**
- * Creates this thread's resolver (its one threadsafe function) around
- * `deliver(list)`, called on this thread with each batch of outcomes,
- * `slot << 2 | outcome` each (see `resolver::outcome_code`): a number for a
- * batch of one, else a `Uint32Array`. Idempotent.
+ * Creates the resolver (one threadsafe function) of a copy of the
+ * JavaScript layer on this thread around its `deliver(list)`, called on
+ * this thread with each batch of that copy's outcomes, `slot << 2 |
+ * outcome` each (see `resolver::outcome_code`): a number for a batch of
+ * one, else a `Uint32Array`. Returns the copy's index: the copy names its
+ * waiters with slots `index · 2^22 + n`, `n < 2^22`. Each copy calls it
+ * once; a copy that is collected frees its index.
  */
-export declare function initAsync(deliver: unknown): void
+export declare function initAsync(deliver: unknown): number
 
 /**
  * False only for a thread known to have ended: one that loaded this copy
@@ -114,6 +173,13 @@ export declare function lockWait(ta: unknown, index: number, me: number, timeout
  * layer keeps `ta` alive while the waiter is queued.
  */
 export declare function lockWaitAsync(ta: unknown, index: number, me: number, waited: number, timeout: number, slot: number): number
+
+/**
+ * `ManualResetEvent.set` for a word whose "a waiter may be asleep" bit
+ * was seen: sets the event if it is not set and wakes every waiter of
+ * `ta[index]`. Returns whether this call set it.
+ */
+export declare function manualEventSet(ta: unknown, index: number): boolean
 
 /**
  * The wait table's presence counts (see futex-core's `table` module) as an
@@ -225,3 +291,50 @@ export declare function semaphoreWait(ta: unknown, index: number, n: number, tim
  * 'timed-out'. The JS layer keeps `ta` alive while the waiter is queued.
  */
 export declare function semaphoreWaitAsync(ta: unknown, index: number, n: number, waited: number, timeout: number, slot: number): number
+
+export interface Snapshot {
+  held: Array<WebLockInfo>
+  pending: Array<WebLockInfo>
+}
+
+/**
+ * Takes the pending request `id` of `name` out of its queue: false if it
+ * is not pending any more (its grant is being delivered).
+ */
+export declare function webLockAbort(name: string, id: number): boolean
+
+export interface WebLockInfo {
+  name: string
+  shared: boolean
+  threadId: number
+}
+
+/**
+ * The lock state of the whole process: held locks and pending requests of
+ * every thread.
+ */
+export declare function webLockQuery(): Snapshot
+
+/** Releases the held lock `id` of `name`: false if it is not held any more (stolen). */
+export declare function webLockRelease(name: string, id: number): boolean
+
+/**
+ * Requests the lock `name` for this thread (`thread`, its threadId), on
+ * behalf of the copy whose waiter slots are `grant_slot` and `steal_slot`.
+ * `flags`: 1 shared, 2 ifAvailable, 4 steal, 8 the pending request keeps
+ * the thread alive. Returns `id · 4 + status`: status 0 queued (both slots
+ * pending), 1 granted now (the steal slot pending), 2 not available
+ * (ifAvailable; nothing pending).
+ */
+export declare function webLockRequest(name: string, flags: number, thread: number, grantSlot: number, stealSlot: number): number
+
+/**
+ * Requests the lock `name` for this thread and blocks until it is granted
+ * (`flags` as for `webLockRequest`, without keep-alive). Returns
+ * `id · 4 + status`: 1 granted (release it with `webLockRelease`), 2 not
+ * available (ifAvailable), 3 refused: a lock or request of this thread
+ * comes first in the name's queue, so blocking would never end. A thread
+ * being stopped while it blocks leaves the queue (status 2: it runs no
+ * more JavaScript to see it).
+ */
+export declare function webLockRequestSync(name: string, flags: number, thread: number): number
