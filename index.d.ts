@@ -395,11 +395,13 @@ export class Semaphore {
    * Blocks until one permit is taken. The number is a timeout in ms, not a
    * count: for several permits pass `{ permits }`.
    * @throws {LockTimeoutError} none within `timeout` ms
+   * @throws {DeadlockError} an acquireAsync of this thread is queued ahead
    */
   acquire (timeout?: number): void
   /**
    * Blocks until `permits` (default 1) are taken at once.
    * @throws {LockTimeoutError} not all of them within `timeout` ms (none is taken)
+   * @throws {DeadlockError} an acquireAsync of this thread is queued ahead
    */
   acquire (options: PermitsOption & { timeout?: number }): void
 

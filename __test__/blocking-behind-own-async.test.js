@@ -21,6 +21,7 @@ const CASES = [
   ['rwlock-write', 'RwLock.write() with a writeAsync() queued', 'acquired'],
   ['rwlock-read-behind-write', 'RwLock.read() with a writeAsync() queued', 'acquired'],
   ['rwlock-write-behind-read', 'RwLock.write() with a readAsync() queued', 'acquired'],
+  ['semaphore', 'Semaphore.acquire() with an acquireAsync() queued', 'acquired'],
   ['mutex', 'Atomics.Mutex shape: Mutex.lock(m, fn) with a Mutex.lockAsync queued', 'true ran']
 ]
 

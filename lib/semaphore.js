@@ -45,7 +45,7 @@ const { Atomics, checkCanBlock } = require('./host')
 const held = require('./held')
 const acquiring = require('./acquire')
 const { semaphoreAsync } = require('./futex').internal
-const { ACQUIRED, LockTimeoutError } = require('./errors')
+const { ACQUIRED, LockTimeoutError, DeadlockError } = require('./errors')
 const { show, sharedView, timeoutOf, asyncOptions } = require('./options')
 
 const WORD = 0
@@ -55,6 +55,7 @@ const VIEW = Symbol('Semaphore view')
 
 // Code of the addon's semaphoreWait (src/semaphore.rs).
 const TIMED_OUT = 1
+const DEADLOCK = 2
 
 // Takes k free permits if the word has them.
 function tryTake (ta, k) {
@@ -196,8 +197,10 @@ class Semaphore {
     checkCanBlock('Semaphore.acquire')
     const ta = this[VIEW]
     if (tryTake(ta, n) || spinTake(ta, n)) return
-    if (timeout === 0 || binding.semaphoreWait(ta, WORD, n, timeout) === TIMED_OUT) {
-      throw new LockTimeoutError(`Semaphore.acquire: ${protocol(n).missing} within ${timeout} ms`)
+    const r = timeout === 0 ? TIMED_OUT : binding.semaphoreWait(ta, WORD, n, timeout)
+    if (r === TIMED_OUT) throw new LockTimeoutError(`Semaphore.acquire: ${protocol(n).missing} within ${timeout} ms`)
+    if (r === DEADLOCK) {
+      throw new DeadlockError('Semaphore.acquire: an async acquisition of this thread is queued ahead; blocking would never end')
     }
   }
 

@@ -263,6 +263,10 @@ impl Owner for Resolver {
         self.alive.load(Ordering::Acquire)
     }
 
+    fn thread(&self) -> Option<ThreadId> {
+        Some(self.js_thread)
+    }
+
     fn deciding(&self) {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
     }

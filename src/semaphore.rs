@@ -21,6 +21,7 @@ pub(crate) static SEMAPHORE: RawSemaphore = RawSemaphore { fair_after: Duration:
 /// Result codes shared with `lib/semaphore.js`.
 const ACQUIRED: u32 = 0;
 const TIMED_OUT: u32 = 1;
+const DEADLOCK: u32 = 2;
 
 /// The semaphore at `ta[index]`: the address of its first word. Only an
 /// `Int32Array` element with a second one after it is one.
@@ -62,7 +63,11 @@ pub fn semaphore_wait(env: Env, ta: Unknown, index: f64, n: f64, timeout: f64) -
     // SAFETY: the array argument keeps the words alive during this blocking call.
     let r = unsafe { SEMAPHORE.acquire(&TABLE, key, n, deadline(timeout), SLICE, || !js_alive(raw_env)) };
     // A stopping thread returns to no JavaScript: nobody sees an interruption.
-    Ok(if r == Taken::Acquired { ACQUIRED } else { TIMED_OUT })
+    Ok(match r {
+        Taken::Acquired => ACQUIRED,
+        Taken::Deadlock => DEADLOCK,
+        Taken::TimedOut | Taken::Interrupted => TIMED_OUT,
+    })
 }
 
 /// One step of an async acquisition of `n` permits whose caller has waited

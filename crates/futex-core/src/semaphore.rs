@@ -135,6 +135,9 @@ pub enum Taken {
     TimedOut,
     /// The caller's thread is stopping; nothing is held or queued.
     Interrupted,
+    /// An async acquisition of the caller's own thread is queued ahead of
+    /// it (a blocking caller could wait for ever); nothing is held or queued.
+    Deadlock,
 }
 
 /// The semaphore protocol: its fairness threshold.
@@ -214,6 +217,7 @@ impl RawSemaphore {
                 WaitResult::Unparked(token) if permits_of(token) != 0 => return Taken::Acquired,
                 WaitResult::TimedOut => return Taken::TimedOut,
                 WaitResult::Interrupted => return Taken::Interrupted,
+                WaitResult::Deadlock => return Taken::Deadlock,
                 // Woken to compete (or a plain notify of the word): look again.
                 _ => {}
             }
@@ -342,6 +346,13 @@ impl Protocol for RawSemaphore {
             // SAFETY: as above.
             unsafe { self.release(table, key, 0) };
         }
+    }
+
+    /// A blocking acquisition queued behind an async one of its own thread:
+    /// the queue serves that one first, and the permits it is given are used
+    /// and given back only once the thread runs JavaScript again.
+    fn waits_behind_own_thread(&self) -> bool {
+        true
     }
 
     fn thread_ended(&self, key: Key, head: ParkToken, have_more: bool, _ended: u32) -> Option<UnparkToken> {

@@ -127,6 +127,15 @@ pub trait Protocol: Sync {
         let _ = (me, queued);
         false
     }
+
+    /// Like [`waits_for_own`](Self::waits_for_own), for a protocol whose
+    /// park tokens do not name threads (a semaphore's carry its permit
+    /// count): whether a blocking waiter would wait for ever behind any
+    /// queued async waiter of the protocol whose [`Owner::thread`] is the
+    /// blocking caller's own thread.
+    fn waits_behind_own_thread(&self) -> bool {
+        false
+    }
 }
 
 /// What [`WaitTable::unpark_one`]'s callback learns, under the bucket lock
@@ -234,6 +243,12 @@ pub trait Owner: Send + Sync {
 
     /// The completion announced by [`deciding`](Self::deciding) returned.
     fn decided(&self) {}
+
+    /// The thread whose event loop this owner's waiters continue on, if it
+    /// is one thread (see [`Protocol::waits_behind_own_thread`]).
+    fn thread(&self) -> Option<std::thread::ThreadId> {
+        None
+    }
 }
 
 /// Identifies a queued async waiter, for [`WaitTable::timeout`] and
@@ -678,10 +693,13 @@ impl WaitTable {
     /// (see [`Protocol::waits_for_own`]).
     fn waits_for_own(park: &Park, queue: &SeqQueue<Waiter>) -> bool {
         let protocol = park.protocol as *const dyn Protocol;
+        let by_thread = park.protocol.waits_behind_own_thread();
+        let me = by_thread.then(|| std::thread::current().id());
         queue.iter().any(|(_, w)| match w {
-            Waiter::Async(_, _, Some(theirs)) if w.is_live() => {
+            Waiter::Async(owner, _, Some(theirs)) if w.is_live() => {
                 std::ptr::addr_eq(theirs.protocol as *const dyn Protocol, protocol)
-                    && park.protocol.waits_for_own(park.token, theirs.token)
+                    && (park.protocol.waits_for_own(park.token, theirs.token)
+                        || (by_thread && owner.thread().is_some() && owner.thread() == me))
             }
             _ => false,
         })
