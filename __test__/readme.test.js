@@ -1,6 +1,6 @@
 'use strict'
-// The README's runnable examples — each pair of `// main.js` and
-// `// worker.js` blocks — run as a user would run them, in a child process
+// The guide's runnable examples (docs/guide.md, the README's sections in
+// full) — each pair of `// main.js` and `// worker.js` blocks — run as a user would run them, in a child process
 // with a hard timeout, with `require('shared-futex')` (and its subpaths)
 // pointing at this checkout. Each must exit by itself, cleanly, printing
 // what the README says it prints.
@@ -12,7 +12,7 @@ const { test, describe } = require('./harness')
 const { runChild, transcript } = require('./util')
 
 const ROOT = path.join(__dirname, '..')
-const README = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+const README = fs.readFileSync(path.join(ROOT, 'docs', 'guide.md'), 'utf8')
 
 // What each example prints (its comments say so), by the section it is in.
 const EXPECTED = {
