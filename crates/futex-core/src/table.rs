@@ -693,13 +693,11 @@ impl WaitTable {
     /// (see [`Protocol::waits_for_own`]).
     fn waits_for_own(park: &Park, queue: &SeqQueue<Waiter>) -> bool {
         let protocol = park.protocol as *const dyn Protocol;
-        let by_thread = park.protocol.waits_behind_own_thread();
-        let me = by_thread.then(|| std::thread::current().id());
+        let me = park.protocol.waits_behind_own_thread().then(|| std::thread::current().id());
         queue.iter().any(|(_, w)| match w {
             Waiter::Async(owner, _, Some(theirs)) if w.is_live() => {
                 std::ptr::addr_eq(theirs.protocol as *const dyn Protocol, protocol)
-                    && (park.protocol.waits_for_own(park.token, theirs.token)
-                        || (by_thread && owner.thread().is_some() && owner.thread() == me))
+                    && (park.protocol.waits_for_own(park.token, theirs.token) || (me.is_some() && owner.thread() == me))
             }
             _ => false,
         })
