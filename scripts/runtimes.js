@@ -442,9 +442,12 @@ async function suite (opts, log) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'shared-futex-suite-'))
   const pkg = opts.packages[name] || opts.packages['*'] || stage(rt.target, tmp, opts.artifacts)
   if (!pkg) throw new Error(`no binary shared-futex.${rt.target}.node in ${opts.artifacts}`)
-  // The tests require('..'): beside the package they test.
+  // The tests require('..'): beside the package they test, with the docs
+  // whose examples readme.test.js runs.
   const tests = path.join(pkg, '__test__')
   if (!fs.existsSync(tests)) fs.cpSync(path.join(ROOT, '__test__'), tests, { recursive: true })
+  const docs = path.join(pkg, 'docs')
+  if (!fs.existsSync(docs)) fs.cpSync(path.join(ROOT, 'docs'), docs, { recursive: true })
   const all = fs.readdirSync(tests).filter((f) => f.endsWith('.test.js')).sort()
   const files = (filters.length === 0
     ? all.filter((f) => SUITE_SUBSET.includes(f.replace(/\.test\.js$/, '')))
