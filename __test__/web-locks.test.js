@@ -504,6 +504,57 @@ describe('Web Locks: threads (child processes)', () => {
     }, shown)
   })
 
+  test('workers share a shared lock with the main thread; an exclusive one excludes the main thread or another worker until released', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const { result, shown } = await run('workers-share')
+    const [w1, w2] = result.workers
+    // Shared: the main thread's callback ran while the worker held it too.
+    assert.deepStrictEqual(result.shared, [w1, 'thread-0'], shown)
+    // Worker holds exclusively: the main thread's request waits (ifAvailable
+    // gets null), and is granted once the worker releases.
+    assert.strictEqual(result.mainIfAvailable, null, shown)
+    assert.deepStrictEqual(result.mainWaiting, { held: [w1], pending: ['thread-0'] }, shown)
+    assert.strictEqual(result.mainGrantedEarly, false, shown)
+    assert.strictEqual(result.mainGranted, true, shown)
+    // The same between two workers.
+    assert.strictEqual(result.w2IfAvailable, 'null', shown)
+    assert.deepStrictEqual(result.w2Waiting, { held: [w1], pending: [w2] }, shown)
+    assert.strictEqual(result.w2GrantedEarly, false, shown)
+    const empty = { held: [], pending: [] }
+    assert.deepStrictEqual(result.after, { shared: empty, x: empty, y: empty }, shown)
+  })
+
+  test('query() lists pending requests of three clients in the order they were made, and grants them in that order', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const { result, shown } = await run('query-order')
+    const [w1, w2] = result.workers
+    const main = result.main
+    // Behind the main thread's lock: worker 1, worker 2, main thread.
+    assert.deepStrictEqual(result.first, { held: [main], pending: [w1, w2, main] }, shown)
+    // Then main thread, worker 2, worker 1: after the first group.
+    assert.deepStrictEqual(result.both, { held: [main], pending: [w1, w2, main, main, w2, w1] }, shown)
+    // Once the first group has been granted and released in turn, the
+    // second group is pending in its own order.
+    assert.deepStrictEqual(result.second, { held: [main], pending: [main, w2, w1] }, shown)
+    assert.strictEqual(result.b3done, true, shown)
+    assert.deepStrictEqual(result.after, { held: [], pending: [] }, shown)
+  })
+
+  test('a worker waiting with a signal is terminated: its request leaves the queue, the requests behind it are granted in order', { timeout: HARD_TIMEOUT + 10000, skip: !HAS_ABORT && 'no AbortController' }, async () => {
+    const { result, shown } = await run('signal-waiter-dies')
+    const { dying, other } = result
+    assert.deepStrictEqual(result.before, { held: ['thread-0'], pending: [dying, other, 'thread-0'] }, shown)
+    assert.deepStrictEqual(result.afterTerminate, { held: ['thread-0'], pending: [other, 'thread-0'] }, shown)
+    // The next in line after the released lock is the other worker, not the dead one.
+    assert.deepStrictEqual(result.whileOther, { held: [other], pending: ['thread-0'] }, shown)
+    assert.strictEqual(result.mainBeforeOther, false, shown)
+    assert.strictEqual(result.mineGranted, true, shown)
+    assert.strictEqual(result.dyingOutcome, 'none', shown)
+    // A worker terminated right after asking, with a signal, for a free name
+    // leaves it free.
+    assert.strictEqual(result.freeAfter, true, shown)
+    const empty = { held: [], pending: [] }
+    assert.deepStrictEqual(result.after, { name: empty, free: empty }, shown)
+  })
+
   test('locks held by the main thread and two workers show each client in query(), in grant order', { timeout: HARD_TIMEOUT + 10000 }, async () => {
     const { result, shown } = await run('clients')
     assert.deepStrictEqual(result.held, ['thread-0', `thread-${result.workers[0]}`, `thread-${result.workers[1]}`], shown)
