@@ -127,6 +127,27 @@ describe('Atomics.Mutex shape: Mutex and UnlockToken (the spec draft)', () => {
     }
   })
 
+  test("lockIfAvailable while the mutex is handed to this thread's queued lockAsync: null (not recursion); the callback then runs", async () => {
+    const m = new Mutex()
+    const w = await heldByWorker(m)
+    try {
+      const p = Mutex.lockAsync(m, (info) => ['ran', info.ownerDied])
+      await until(() => waiters(m) === 1, 'lockAsync to queue')
+      w.send('unlock')
+      // Without returning to the event loop: the worker's unlock hands the
+      // mutex to the queued lockAsync, whose callback cannot run yet.
+      const end = Date.now() + 10000
+      while (waiters(m) !== 0 && Date.now() < end);
+      assert.strictEqual(waiters(m), 0, 'the worker never unlocked')
+      assert.notStrictEqual(lockWord(m), 0)
+      assert.strictEqual(Mutex.lockIfAvailable(m, 0), null)
+      assert.deepStrictEqual(await p, { value: ['ran', false], success: true })
+      assert.strictEqual(lockWord(m), 0)
+    } finally {
+      await w.terminate()
+    }
+  })
+
   test('lockIfAvailable: timeout must be a Number (TypeError), checked after the mutex and the token', () => {
     const m = new Mutex()
     assert.throws(() => Mutex.lockIfAvailable(m), TypeError)

@@ -162,7 +162,11 @@ function acquire (what, m, timeout) {
   if (timeout === 0) {
     const r = lock.tryLock()
     if (r !== false) return r
-    if (heldByThisThread(viewOf(lock, what))) throw deadlock(what)
+    // Held by this thread's code (a token or a callback form: HOLDER), a
+    // second lock is recursion. Held for this thread with no holder yet, it
+    // was handed to one of this thread's queued lockAsync calls, whose
+    // callback has not run: not available, like any mutex held elsewhere.
+    if (m[HOLDER] !== undefined && heldByThisThread(viewOf(lock, what))) throw deadlock(what)
     return null
   }
   try {
