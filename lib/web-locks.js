@@ -284,7 +284,11 @@ function takeFast (s, hold) {
 function releaseFast (name, s, hold) {
   if (fastHolds[s] !== hold) return false // stolen, and counted then
   fastHolds[s] = undefined
-  if (atomics.compareExchange(words, s * STRIDE, me, 0) === me) return true
+  return atomics.compareExchange(words, s * STRIDE, me, 0) === me || releaseClaimed(name, s)
+}
+
+// The word no longer says this client: claimed by the addon since.
+function releaseClaimed (name, s) {
   if (binding.webLockFastRelease(name, me)) return true
   stale[s]++
   return false
