@@ -312,10 +312,10 @@ export declare function webLockClient(slot: number, thread: number): number
 
 /**
  * Releases the lock of `name` that the copy with client number `number`
- * took on the fast path, once its word says something else: false if it
- * is not held any more (stolen).
+ * took on the fast path, once its word says something else; answers as
+ * `webLockRelease` (`slot`: the copy's, as there).
  */
-export declare function webLockFastRelease(name: string, number: number): boolean
+export declare function webLockFastRelease(name: string, number: number, slot: number): boolean | Array<number>
 
 /** The copy with client number `number` drops these names from its table. */
 export declare function webLockForget(names: Array<string>, number: number): void
@@ -339,8 +339,14 @@ export declare function webLockLease(name: string, number: number): number
  */
 export declare function webLockQuery(): Snapshot
 
-/** Releases the held lock `id` of `name`: false if it is not held any more (stolen). */
-export declare function webLockRelease(name: string, id: number): boolean
+/**
+ * Releases the held lock `id` of `name`, on behalf of the copy whose
+ * waiters are named with `slot` (-1: one with none): false if it is not
+ * held any more (stolen); else true, or the slots (within the copy) of the
+ * copy's requests it granted, whose grant waiters are no longer counted:
+ * the copy runs them itself.
+ */
+export declare function webLockRelease(name: string, id: number, slot: number): boolean | Array<number>
 
 /**
  * Requests the lock `name` for this thread (`thread`, its threadId), on

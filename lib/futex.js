@@ -474,6 +474,12 @@ function webLockCopy () {
   return copyBase
 }
 
+// A Web Locks grant waiter of this copy that a release on this thread
+// granted and handed back (the addon no longer counts it): 'handoff'.
+function webLockGranted (slot) {
+  settle(slot, 'handoff')
+}
+
 // Settles a Web Locks waiter of this copy that the addon no longer counts
 // (its request was aborted, or its lock released): 'cancelled'.
 function webLockCancel (slot) {
@@ -581,6 +587,8 @@ module.exports = {
     webLockAsync,
     webLockCancel,
     webLockCopy,
+    webLockGranted,
+    webLockBase: () => copyBase, // -1: no waiter of this copy yet
     webLockFast,
     isThreadAlive: binding.isThreadAlive,
     queueLength: binding.queueLength,

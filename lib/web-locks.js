@@ -7,7 +7,7 @@
 // callback, releasing when its promise settles, signal and steal).
 const { threadId } = require('worker_threads')
 const binding = require('./native')
-const { webLockAsync, webLockCancel, webLockCopy, webLockFast: fast } = require('./futex').internal
+const { webLockAsync, webLockCancel, webLockCopy, webLockGranted, webLockBase, webLockFast: fast } = require('./futex').internal
 const { DeadlockError } = require('./errors')
 const { checkCanBlock, canBlock, Atomics: atomics, hasAtomics } = require('./host')
 
@@ -280,7 +280,8 @@ function takeFast (s, hold) {
 }
 
 // Releases the lock `hold` took on the fast path at slot `s` for `name`:
-// false if it was stolen.
+// false if it was stolen; else true, or requests of this copy it granted
+// (see handOver).
 function releaseFast (name, s, hold) {
   if (fastHolds[s] !== hold) return false // stolen, and counted then
   fastHolds[s] = undefined
@@ -289,9 +290,20 @@ function releaseFast (name, s, hold) {
 
 // The word no longer says this client: claimed by the addon since.
 function releaseClaimed (name, s) {
-  if (binding.webLockFastRelease(name, me)) return true
-  stale[s]++
-  return false
+  const r = binding.webLockFastRelease(name, me, webLockBase())
+  if (r === false) stale[s]++
+  return r
+}
+
+// A release on this thread granted requests of this copy (the slots of
+// their grant waiters, which the addon handed back instead of delivering
+// them through the event loop): they run after what is settling now, in
+// the same turn.
+function handOver (granted) {
+  if (granted === true || granted === false) return
+  RESOLVED.then(() => {
+    for (let i = 0; i < granted.length; i++) webLockGranted(granted[i])
+  })
 }
 
 // --- requests -------------------------------------------------------------------
@@ -316,13 +328,14 @@ class Hold {
 }
 
 // Releases the lock: false if it was not held any more (stolen, and the
-// news is on its way or here already).
+// news is on its way or here already); else true, or requests of this copy
+// it granted (see handOver).
 function release (hold) {
   if (hold.stolen) return false
   if (hold.slot >= 0) return releaseFast(hold.name, hold.slot, hold)
-  if (!binding.webLockRelease(hold.name, hold.id)) return false
-  webLockCancel(hold.stealSlot)
-  return true
+  const r = binding.webLockRelease(hold.name, hold.id, webLockBase())
+  if (r !== false) webLockCancel(hold.stealSlot)
+  return r
 }
 
 function stolen (hold) {
@@ -338,7 +351,7 @@ function granted (hold) {
   const signal = hold.signal
   if (signal !== undefined) {
     if (signal.aborted) {
-      release(hold)
+      handOver(release(hold))
       return
     }
     signal.removeEventListener('abort', hold.onAbort)
@@ -360,9 +373,11 @@ function granted (hold) {
 }
 
 function settle (hold, ok, value) {
-  if (!release(hold)) stolen(hold)
-  else if (ok) hold.resolve(value)
+  const r = release(hold)
+  if (r === false) return stolen(hold)
+  if (ok) hold.resolve(value)
   else hold.reject(value)
+  handOver(r)
 }
 
 // Signal to abort the request: out of its queue if still there, and the
@@ -435,10 +450,12 @@ function runSyncFast (name, s, fn) {
   try {
     result = fn(new Lock(INTERNAL, name, 'exclusive'))
   } catch (e) {
-    releaseFast(name, s, SYNC_HOLD)
+    handOver(releaseFast(name, s, SYNC_HOLD))
     throw e
   }
-  if (!releaseFast(name, s, SYNC_HOLD)) throw stolenError()
+  const r = releaseFast(name, s, SYNC_HOLD)
+  if (r === false) throw stolenError()
+  handOver(r)
   return result
 }
 
@@ -515,12 +532,12 @@ class LockManager {
     try {
       result = Reflect.apply(fn, undefined, [new Lock(INTERNAL, resource, opts.mode)])
     } catch (e) {
-      binding.webLockRelease(resource, id)
+      handOver(binding.webLockRelease(resource, id, webLockBase()))
       throw e
     }
-    if (!binding.webLockRelease(resource, id)) {
-      throw domError("Lock broken by another request with the 'steal' option.", 'AbortError')
-    }
+    const r = binding.webLockRelease(resource, id, webLockBase())
+    if (r === false) throw stolenError()
+    handOver(r)
     return result
   }
 

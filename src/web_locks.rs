@@ -31,12 +31,12 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::c_void;
 use std::hash::{Hash, Hasher};
 use std::ptr;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use futex_core::{AsyncOutcome, Key, Owner, ParkToken, Protocol, UnparkToken, WaitTable};
 use napi::bindgen_prelude::Utf16String;
-use napi::{sys, Env, Result, Unknown};
+use napi::{sys, Either, Env, Result, Unknown};
 use napi_derive::napi;
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -94,8 +94,38 @@ enum Client {
 /// Where a blocked `requestSync` sleeps.
 #[derive(Default)]
 pub(crate) struct Parker {
+    /// Set with `granted`, read without the lock while the thread spins.
+    done: AtomicBool,
     granted: Mutex<bool>,
     wake: Condvar,
+}
+
+/// Most `yield`s a blocked `requestSync` spends before it sleeps, and the
+/// fewest (as the wait table's blocking waiters do).
+const SPIN_YIELDS: (u32, u32) = (50, 10);
+
+thread_local! {
+    /// Consecutive blocked `requestSync`s of this thread whose spin ended in sleep anyway.
+    static SPIN_MISSES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+impl Parker {
+    /// Yields until granted, a bounded number of times; false if it never
+    /// was. The budget halves after each wait that slept anyway (down to a
+    /// floor), so a thread whose waits are long stops paying for the spin.
+    fn spin(&self) -> bool {
+        let misses = SPIN_MISSES.get();
+        let budget = (SPIN_YIELDS.0 >> misses).max(SPIN_YIELDS.1);
+        for _ in 0..=budget {
+            if self.done.load(Ordering::Acquire) {
+                SPIN_MISSES.set(0);
+                return true;
+            }
+            std::thread::yield_now();
+        }
+        SPIN_MISSES.set((misses + 1).min(8));
+        false
+    }
 }
 
 impl Client {
@@ -214,8 +244,23 @@ struct Delivery {
 }
 
 fn deliver(out: Vec<Delivery>) {
+    deliver_to(out, None);
+}
+
+/// Delivers `out`, except the grants to the calling copy `caller` (a
+/// release on its thread, inside its N-API call): those are handed back, as
+/// the slots of their grant waiters (no longer counted), for the copy to
+/// run them in the same turn instead of through its event loop.
+fn deliver_to(out: Vec<Delivery>, caller: Option<&Arc<Resolver>>) -> Vec<u32> {
+    let mut mine = Vec::new();
     for d in out {
         match d.client {
+            Client::Async { owner, grant, .. }
+                if d.what == GRANTED && caller.is_some_and(|c| Arc::ptr_eq(c, &owner)) =>
+            {
+                owner.cancelled(grant);
+                mine.push(grant.local_slot());
+            }
             // A resolver that can no longer deliver passes the outcome on to
             // `Manager::lost` (through `WEB_LOCKS.lost`): a grant to a
             // thread that is gone is released again.
@@ -226,6 +271,7 @@ fn deliver(out: Vec<Delivery>) {
             Client::Sync(parker) => {
                 if d.what == GRANTED {
                     *parker.granted.lock() = true;
+                    parker.done.store(true, Ordering::Release);
                     parker.wake.notify_one();
                 }
             }
@@ -238,6 +284,7 @@ fn deliver(out: Vec<Delivery>) {
             Client::Gone => {}
         }
     }
+    mine
 }
 
 // --- the fast path -------------------------------------------------------------
@@ -400,37 +447,38 @@ impl Manager {
         (id, status)
     }
 
-    /// Release the lock `id` of `name`, held by the calling copy. False if
-    /// it is not held (stolen, or already released).
-    fn release(&self, name: &[u16], id: u64) -> bool {
+    /// Release the lock `id` of `name`, held by the calling copy `caller`
+    /// (if known): the grants this makes to it are handed back (see
+    /// [`deliver_to`]). None if it is not held (stolen, or already released).
+    fn release(&self, name: &[u16], id: u64, caller: Option<&Arc<Resolver>>) -> Option<Vec<u32>> {
         let mut out = Vec::new();
         {
             let mut map = self.bucket(name).lock();
-            let Some(res) = map.get_mut(name) else { return false };
+            let res = map.get_mut(name)?;
             // (A lock granted here makes the word NATIVE until it is released.)
             if !res.is_native() {
-                return false;
+                return None;
             }
-            let Some(i) = res.held.iter().position(|r| r.id == id) else { return false };
+            let i = res.held.iter().position(|r| r.id == id)?;
             let lock = res.held.remove(i);
             lock.client.cancel(false);
             res.process(&mut out);
             tidy(&mut map, name);
         }
-        deliver(out);
-        true
+        Some(deliver_to(out, caller))
     }
 
     /// Release the lock of `name` that the copy with client number
     /// `number` took on the fast path, when its word no longer says so
-    /// (claimed since, or frozen by a `query()` then). False if it is not
-    /// held any more (stolen).
-    fn fast_release(&self, name: &[u16], number: u32) -> bool {
+    /// (claimed since, or frozen by a `query()` then); grants to the copy
+    /// are handed back as by [`Manager::release`]. None if it is not held
+    /// any more (stolen).
+    fn fast_release(&self, name: &[u16], number: u32, caller: Option<&Arc<Resolver>>) -> Option<Vec<u32>> {
         let mut out = Vec::new();
         {
             let mut map = self.bucket(name).lock();
-            let Some(res) = map.get_mut(name) else { return false };
-            let Some(s) = res.slot else { return false };
+            let res = map.get_mut(name)?;
+            let s = res.slot?;
             let word = FAST.word(s);
             let current = word.load(Ordering::SeqCst);
             if current != NATIVE {
@@ -438,19 +486,18 @@ impl Manager {
                 // maybe taken again since). Only the map changes a client's
                 // number, under this lock.
                 if current != number as i32 {
-                    return false;
+                    return None;
                 }
                 word.store(FREE, Ordering::SeqCst);
                 tidy(&mut map, name);
-                return true;
+                return Some(Vec::new());
             }
-            let Some(i) = res.held.iter().position(|r| r.fast == number) else { return false };
+            let i = res.held.iter().position(|r| r.fast == number)?;
             res.held.remove(i);
             res.process(&mut out);
             tidy(&mut map, name);
         }
-        deliver(out);
-        true
+        Some(deliver_to(out, caller))
     }
 
     /// Abort the request `id` of `name`, made by the calling copy. False if
@@ -714,6 +761,9 @@ pub fn web_lock_request_sync(env: napi::Env, name: Utf16String, flags: u32, thre
     if status != QUEUED {
         return Ok((id * 4 + status) as f64);
     }
+    if parker.spin() {
+        return Ok((id * 4 + GRANTED_NOW) as f64);
+    }
     let raw_env = env.raw();
     loop {
         {
@@ -728,17 +778,30 @@ pub fn web_lock_request_sync(env: napi::Env, name: Utf16String, flags: u32, thre
         if !js_alive(raw_env) {
             // Out of the queue; or, granted in the meantime, released.
             if !MANAGER.abort(&name, id) {
-                MANAGER.release(&name, id);
+                MANAGER.release(&name, id, None);
             }
             return Ok((id * 4 + NOT_AVAILABLE) as f64);
         }
     }
 }
 
-/// Releases the held lock `id` of `name`: false if it is not held any more (stolen).
+/// Releases the held lock `id` of `name`, on behalf of the copy whose
+/// waiters are named with `slot` (-1: one with none): false if it is not
+/// held any more (stolen); else true, or the slots (within the copy) of the
+/// copy's requests it granted, whose grant waiters are no longer counted:
+/// the copy runs them itself.
 #[napi(js_name = "webLockRelease")]
-pub fn web_lock_release(name: Utf16String, id: f64) -> bool {
-    MANAGER.release(&name, id as u64)
+pub fn web_lock_release(name: Utf16String, id: f64, slot: i32) -> Either<bool, Vec<u32>> {
+    let caller = u32::try_from(slot).ok().and_then(crate::resolver::of_slot);
+    released(MANAGER.release(&name, id as u64, caller.as_ref()))
+}
+
+fn released(granted: Option<Vec<u32>>) -> Either<bool, Vec<u32>> {
+    match granted {
+        None => Either::A(false),
+        Some(mine) if mine.is_empty() => Either::A(true),
+        Some(mine) => Either::B(mine),
+    }
 }
 
 /// Takes the pending request `id` of `name` out of its queue: false if it
@@ -793,11 +856,12 @@ pub fn web_lock_forget(names: Vec<Utf16String>, number: u32) {
 }
 
 /// Releases the lock of `name` that the copy with client number `number`
-/// took on the fast path, once its word says something else: false if it
-/// is not held any more (stolen).
+/// took on the fast path, once its word says something else; answers as
+/// `webLockRelease` (`slot`: the copy's, as there).
 #[napi(js_name = "webLockFastRelease")]
-pub fn web_lock_fast_release(name: Utf16String, number: u32) -> bool {
-    MANAGER.fast_release(&name, number)
+pub fn web_lock_fast_release(name: Utf16String, number: u32, slot: i32) -> Either<bool, Vec<u32>> {
+    let caller = u32::try_from(slot).ok().and_then(crate::resolver::of_slot);
+    released(MANAGER.fast_release(&name, number, caller.as_ref()))
 }
 
 /// The words of the fast path (one `Int32` per slot, every 16th) as an
