@@ -303,6 +303,23 @@ export interface Snapshot {
  */
 export declare function webLockAbort(name: string, id: number): boolean
 
+/**
+ * The fast path's client number of the calling copy (the copy whose
+ * waiters are named with `slot`), on the thread with threadId `thread`:
+ * the value its locks taken on the fast path have in their words.
+ */
+export declare function webLockClient(slot: number, thread: number): number
+
+/**
+ * Releases the lock of `name` that the copy with client number `number`
+ * took on the fast path, once its word says something else; answers as
+ * `webLockRelease` (`slot`: the copy's, as there).
+ */
+export declare function webLockFastRelease(name: string, number: number, slot: number): boolean | Array<number>
+
+/** The copy with client number `number` drops these names from its table. */
+export declare function webLockForget(names: Array<string>, number: number): void
+
 export interface WebLockInfo {
   name: string
   shared: boolean
@@ -310,13 +327,26 @@ export interface WebLockInfo {
 }
 
 /**
+ * The slot of `name` for the copy with client number `number`, bound to
+ * the name until the copy forgets it (`webLockForget`) or goes away; -1
+ * if every slot is taken (the name then has no fast path).
+ */
+export declare function webLockLease(name: string, number: number): number
+
+/**
  * The lock state of the whole process: held locks and pending requests of
  * every thread.
  */
 export declare function webLockQuery(): Snapshot
 
-/** Releases the held lock `id` of `name`: false if it is not held any more (stolen). */
-export declare function webLockRelease(name: string, id: number): boolean
+/**
+ * Releases the held lock `id` of `name`, on behalf of the copy whose
+ * waiters are named with `slot` (-1: one with none): false if it is not
+ * held any more (stolen); else true, or the slots (within the copy) of the
+ * copy's requests it granted, whose grant waiters are no longer counted:
+ * the copy runs them itself.
+ */
+export declare function webLockRelease(name: string, id: number, slot: number): boolean | Array<number>
 
 /**
  * Requests the lock `name` for this thread (`thread`, its threadId), on
@@ -338,3 +368,10 @@ export declare function webLockRequest(name: string, flags: number, thread: numb
  * more JavaScript to see it).
  */
 export declare function webLockRequestSync(name: string, flags: number, thread: number): number
+
+/**
+ * The words of the fast path (one `Int32` per slot, every 16th) as an
+ * `ArrayBuffer` over their memory, or `null` where the runtime allows no
+ * external buffers. The memory is the process-wide manager's, never freed.
+ */
+export declare function webLockWords(): unknown

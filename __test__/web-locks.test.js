@@ -395,6 +395,38 @@ describe('Web Locks: steal', () => {
     assert.strictEqual(await stealer, 'stole')
   })
 
+  // A lock taken on the fast path learns of its steal by news about its
+  // name's slot; news still on its way must not break the next lock this
+  // thread takes on that name.
+  test("news of a steal still on its way when the thread takes the name again does not break the new lock", T, async () => {
+    const name = uniqueName()
+    // The stolen holder's callback never ends; the name is taken again as
+    // soon as the stealer is done, before the news can arrive.
+    const first = locks.request(name, () => new Promise(() => {}))
+    await turn()
+    const stealer = locks.request(name, { steal: true }, () => 'stole')
+    const second = stealer.then(() => locks.request(name, () => 'second kept its lock'))
+    await assert.rejects(first, isDOMException('AbortError'))
+    assert.strictEqual(await second, 'second kept its lock')
+    // The stolen holder's callback ends first (its release finds the lock
+    // gone), then the name is taken again, still before the news arrives.
+    const hold = deferred()
+    const third = locks.request(name, () => hold.promise)
+    await turn()
+    hold.resolve('done')
+    const stealer2 = locks.request(name, { steal: true }, async () => {
+      for (let i = 0; i < 10; i++) await null
+      return 'stole again'
+    })
+    const fourth = stealer2.then(() => locks.request(name, async () => {
+      await turn() // the news arrives meanwhile
+      return 'fourth kept its lock'
+    }))
+    await assert.rejects(third, isDOMException('AbortError'))
+    assert.strictEqual(await fourth, 'fourth kept its lock')
+    assert.deepStrictEqual(await stateOf(name), { held: [], pending: [] })
+  })
+
   test('steal goes ahead of the queued requests, which are granted after it', T, async () => {
     const name = uniqueName()
     const order = []
@@ -411,6 +443,38 @@ describe('Web Locks: steal', () => {
     hold.resolve() // the stolen holders' callbacks end: nothing left to release
     await turn()
     assert.deepStrictEqual(await stateOf(name), { held: [], pending: [] })
+  })
+})
+
+describe('Web Locks: names in use, grants within the thread', () => {
+  test('more names than a thread keeps at hand: a held lock stays held and exclusive, every name still works', T, async () => {
+    const kept = uniqueName()
+    const hold = deferred()
+    const held = locks.request(kept, () => hold.promise)
+    await turn()
+    for (let i = 0; i < 1200; i++) await locks.request(`${kept}-${i}`, () => {})
+    assert.strictEqual(await locks.request(kept, { ifAvailable: true }, (lock) => lock), null)
+    assert.deepStrictEqual(await stateOf(kept), { held: ['exclusive'], pending: [] })
+    assert.strictEqual(locks.requestSync(`${kept}-7`, (lock) => lock.name), `${kept}-7`)
+    hold.resolve()
+    await held
+    assert.strictEqual(await locks.request(kept, { ifAvailable: true }, (lock) => lock !== null), true)
+    assert.deepStrictEqual(await stateOf(kept), { held: [], pending: [] })
+  })
+
+  test("a release that grants this thread's next request runs it in the same turn (docs/web-locks.md)", T, async () => {
+    const name = uniqueName()
+    const order = []
+    const hold = deferred()
+    const first = locks.request(name, () => hold.promise)
+    const second = locks.request(name, () => { order.push('second granted') })
+    await turn()
+    hold.resolve()
+    await first
+    // Microtasks only: the event loop does not turn in between.
+    for (let i = 0; i < 10 && order.length === 0; i++) await null
+    assert.deepStrictEqual(order, ['second granted'])
+    await second
   })
 })
 
@@ -559,6 +623,54 @@ describe('Web Locks: threads (child processes)', () => {
     const { result, shown } = await run('clients')
     assert.deepStrictEqual(result.held, ['thread-0', `thread-${result.workers[0]}`, `thread-${result.workers[1]}`], shown)
     assert.deepStrictEqual(result.pending, [`thread-${result.workers[0]}`], shown)
+  })
+})
+
+describe('Web Locks: locks taken without a native call, when their thread or copy goes (child processes)', () => {
+  const run = async (mode, flags = []) => {
+    const r = await runChild([...flags, path.join(__dirname, 'fixtures', 'web-locks-fast.js'), mode], { timeoutMs: HARD_TIMEOUT })
+    assert.ok(!r.timedOut && r.code === 0 && r.result, transcript(r))
+    return { result: r.result, shown: transcript(r) }
+  }
+
+  test('a worker that took a free name and is terminated with nobody waiting leaves it free', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const { result, shown } = await run('dies-holding')
+    assert.deepStrictEqual(result.held, { held: [result.worker], pending: [] }, shown)
+    assert.strictEqual(result.availableThen, false, shown)
+    assert.deepStrictEqual(result.after, { held: [], pending: [] }, shown)
+    assert.strictEqual(result.free, true, shown)
+  })
+
+  test('a worker terminated inside a requestSync callback leaves the name free', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const { result, shown } = await run('dies-in-sync')
+    assert.deepStrictEqual(result.held, { held: [result.worker], pending: [] }, shown)
+    assert.deepStrictEqual(result.after, { held: [], pending: [] }, shown)
+    assert.strictEqual(result.free, true, shown)
+    assert.strictEqual(result.sync, 'fast-dies-in-sync', shown)
+  })
+
+  test('workers taking names in a loop, terminated at random moments: every time, nothing is left held', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const { result, shown } = await run('dies-at-random')
+    assert.deepStrictEqual(result, { rounds: [], count: 20, after: { held: [], pending: [] } }, shown)
+  })
+
+  test("a worker's second request, granted by its own release, leaves nothing keeping the worker alive", { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const { result, shown } = await run('handover-exit')
+    assert.deepStrictEqual(result, { got: 'second granted', code: 0, after: { held: [], pending: [] } }, shown)
+  })
+
+  test('a copy of the package collected while its callback never settles: the lock stays held until stolen', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const { result, shown } = await run('copy-collected', ['--expose-gc'])
+    assert.deepStrictEqual(result, {
+      fast: result.fast,
+      during: 1,
+      collected: result.fast, // else its waiter keeps the copy alive
+      held: { held: ['exclusive thread-0'], pending: [] },
+      availableAfter: false,
+      stole: 'fast-copy-collected',
+      after: { held: [], pending: [] },
+      free: true
+    }, shown)
   })
 })
 

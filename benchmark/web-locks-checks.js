@@ -1,11 +1,13 @@
 'use strict'
-// node benchmark/web-locks-checks.js [--node 24] [--rounds N]
+// node benchmark/web-locks-checks.js [--node 24] [--rounds N] [--ours]
 //
 // Three behaviours of Node's Web Locks (worker_threads.locks) that matter
 // when choosing between them and shared-futex's AsyncLock, checked on the
 // running Node (or, with --node, on another one, fetched as the benchmark
 // does). Prints what it saw; exits 0 either way: these are observations of
-// Node, not tests of this package.
+// Node, not tests of this package. With --ours, the same checks of
+// shared-futex/web-locks (on any Node), which must see no overlap, every
+// dead holder's lock granted, and the worker waiting.
 //
 // 1. Exclusion under contention: the main thread and 3 workers each take an
 //    exclusive lock 20,000 times, awaited one after another; inside, a
@@ -23,6 +25,10 @@ const { spawn } = require('child_process')
 const ITERATIONS = 20000
 const WORKERS = 3
 
+// Node's own manager, or (--ours) this package's.
+const ours = isMainThread ? process.argv.includes('--ours') : workerData.ours
+const managerOf = (own) => (own ? require('../web-locks').locks : require('worker_threads').locks)
+
 async function contend (locks, name, shared) {
   let overlaps = 0
   const critical = () => {
@@ -35,7 +41,7 @@ async function contend (locks, name, shared) {
 }
 
 function worker (data) {
-  return new Worker(__filename, { workerData: data })
+  return new Worker(__filename, { workerData: { ...data, ours } })
 }
 
 const exited = (w) => new Promise((resolve) => w.once('exit', resolve))
@@ -97,12 +103,12 @@ async function main () {
   }
   const r = argv.indexOf('--rounds')
   const rounds = r >= 0 ? Number(argv[r + 1]) : 5
-  const { locks } = require('worker_threads')
+  const locks = managerOf(ours)
   if (!locks) {
     console.log(`Node ${process.version} has no Web Locks (Node 24.5+): try --node 24`)
     return
   }
-  console.log(`Web Locks on Node ${process.version}, ${require('os').cpus().length} CPUs`)
+  console.log(`${ours ? 'shared-futex/web-locks' : 'Web Locks'} on Node ${process.version}, ${require('os').cpus().length} CPUs`)
   console.log(`1. exclusion: main + ${WORKERS} workers, ${ITERATIONS} exclusive requests each, ${rounds} rounds`)
   let bad = 0
   for (let i = 0; i < rounds; i++) {
@@ -123,7 +129,7 @@ async function main () {
 if (isMainThread) {
   main().catch((e) => { console.error(e); process.exitCode = 1 })
 } else {
-  const { locks } = require('worker_threads')
+  const locks = managerOf(ours)
   const { role, name, shared } = workerData
   if (role === 'contend') {
     const alive = setInterval(() => {}, 1 << 30) // a pending request alone does not keep a worker alive (check 3)

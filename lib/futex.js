@@ -248,11 +248,33 @@ function settle (slot, value) {
 // a lock's waiters (src/lock.rs): they hold the lock.
 const OUTCOMES = ['ok', 'timed-out', 'handoff', 'owner-died']
 
+// Entries with this bit are Web Locks events about a name slot, not a
+// waiter's outcome (src/resolver.rs, Token::web_event): for lib/web-locks.js.
+const WEB_EVENT = 0x80000000
+
+// The state of lib/web-locks.js's fast path: one per copy of this file,
+// whose resolver is the fast path's client, shared by every copy of
+// web-locks.js that uses this copy (a reloader may evaluate that one again
+// alone). lib/web-locks.js sets it up.
+const webLockFast = {
+  state: 0, // 0: not set up yet; 1: on; -1: off
+  words: null, // the addon's words (Int32Array)
+  me: 0, // this copy's client number
+  leases: new Map(), // name → slot, or -1
+  lastName: null, // the last name looked up, and its slot
+  lastSlot: -1,
+  holds: null, // slot → the hold taken on the fast path there
+  stale: null, // slot → steal news still on its way
+  onStolen: null // (slot) → called with each steal news
+}
+const webLockEvent = (s) => webLockFast.onStolen(s)
+
 // Called natively on this thread with a batch of outcomes, each
 // slot << 2 | outcome: a number for a batch of one, else a Uint32Array.
 // (Each waiter has exactly one outcome, so each slot appears once.)
 function deliver (list) {
   if (typeof list === 'number') {
+    if (list >= WEB_EVENT) return webLockEvent((list - WEB_EVENT) >>> 2)
     pendingCount--
     release(list >>> 2)(OUTCOMES[list & 3])
     return
@@ -260,7 +282,12 @@ function deliver (list) {
   const n = list.length
   for (let k = 0; k < n; k++) {
     const entry = list[k]
-    release(entry >>> 2)(OUTCOMES[entry & 3])
+    if (entry >= WEB_EVENT) {
+      pendingCount++ // not a waiter: uncounted below
+      webLockEvent((entry - WEB_EVENT) >>> 2)
+    } else {
+      release(entry >>> 2)(OUTCOMES[entry & 3])
+    }
   }
   pendingCount -= n
   if (pendingCount === 0 && settlers.length > 65536) {
@@ -407,11 +434,12 @@ function protocolAsync (ta, call) {
 // A Web Locks request (src/web_locks.rs) with two waiters of this copy:
 // `call(grantSlot, stealSlot)` answers id · 4 + status, status 0 queued
 // (both pending), 1 granted now (only the steal waiter pending), 2 not
-// available (neither). Returns { id, status, grantSlot, stealSlot, grant }:
-// `grant` settles with 'handoff' when the lock is granted (or 'cancelled');
-// the steal waiter is `onSteal` itself, called with 'ok' if the lock is
-// stolen while held, or 'cancelled' (no promise: it rarely fires).
-function webLockAsync (call, onSteal) {
+// available (neither). Returns { id, status, grantSlot, stealSlot }. The
+// waiters are plain functions, no promises: `onGrant` is called with
+// 'handoff' when the lock is granted (in the delivery itself, the task the
+// spec queues for the callback), or 'cancelled'; `onSteal` with 'ok' if the
+// lock is stolen while held, or 'cancelled'.
+function webLockAsync (call, onGrant, onSteal) {
   const grantSlot = claimSlot()
   const reserved = settlers[grantSlot]
   settlers[grantSlot] = null // so that the second claim takes another slot
@@ -424,15 +452,32 @@ function webLockAsync (call, onSteal) {
     throw unclaim(grantSlot, e)
   }
   const status = n % 4
-  settlers[grantSlot] = reserved
-  const grant = status === 0 ? register(null, 1, grantSlot) : register(null, 0, grantSlot)
+  if (status === 0) {
+    settlers[grantSlot] = onGrant
+    pendingCount++
+  } else {
+    settlers[grantSlot] = reserved
+    freeSlots.push(grantSlot)
+  }
   if (status === 2) {
-    register(null, 0, stealSlot)
+    if (stealSlot < settlers.length) freeSlots.push(stealSlot)
   } else {
     settlers[stealSlot] = onSteal
     pendingCount++
   }
-  return { id: (n - status) / 4, status, grantSlot, stealSlot, grant }
+  return { id: (n - status) / 4, status, grantSlot, stealSlot }
+}
+
+// This copy's slot base for the addon (its resolver set up): for lib/web-locks.js.
+function webLockCopy () {
+  if (copyBase < 0) copyBase = binding.initAsync(deliver) * LOCAL_SLOTS
+  return copyBase
+}
+
+// A Web Locks grant waiter of this copy that a release on this thread
+// granted and handed back (the addon no longer counts it): 'handoff'.
+function webLockGranted (slot) {
+  settle(slot, 'handoff')
 }
 
 // Settles a Web Locks waiter of this copy that the addon no longer counts
@@ -541,6 +586,10 @@ module.exports = {
     cancelAsync,
     webLockAsync,
     webLockCancel,
+    webLockCopy,
+    webLockGranted,
+    webLockBase: () => copyBase, // -1: no waiter of this copy yet
+    webLockFast,
     isThreadAlive: binding.isThreadAlive,
     queueLength: binding.queueLength,
     threadId,

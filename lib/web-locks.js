@@ -7,9 +7,9 @@
 // callback, releasing when its promise settles, signal and steal).
 const { threadId } = require('worker_threads')
 const binding = require('./native')
-const { webLockAsync, webLockCancel } = require('./futex').internal
+const { webLockAsync, webLockCancel, webLockCopy, webLockGranted, webLockBase, webLockFast: fast } = require('./futex').internal
 const { DeadlockError } = require('./errors')
-const { checkCanBlock } = require('./host')
+const { checkCanBlock, canBlock, Atomics: atomics, hasAtomics } = require('./host')
 
 // Answers of the addon's webLockRequest (0: queued) and its flags.
 const GRANTED_NOW = 1
@@ -70,10 +70,12 @@ function isAbortSignal (value) {
 
 // The LockOptions dictionary: undefined and null are the defaults; members
 // are read once each, in lexicographic order, as WebIDL converts them.
+const DEFAULT_OPTIONS = Object.freeze({ ifAvailable: false, mode: 'exclusive', signal: undefined, steal: false })
+
 function toLockOptions (options, what) {
+  if (options === undefined || options === null) return DEFAULT_OPTIONS
   const PREFIX = prefix(what)
   const opts = { ifAvailable: false, mode: 'exclusive', signal: undefined, steal: false }
-  if (options === undefined || options === null) return opts
   if (typeof options !== 'object' && typeof options !== 'function') {
     throw new TypeError(`${PREFIX}The provided value is not of type 'LockOptions'.`)
   }
@@ -161,67 +163,300 @@ function invoke (callback, arg) {
   return new Promise((resolve) => resolve(Reflect.apply(callback, undefined, [arg])))
 }
 
+const RESOLVED = Promise.resolve()
+
+// `new Promise(capture)` hands out its functions without a closure per call.
+const captured = { resolve: null, reject: null }
+function capture (resolve, reject) {
+  captured.resolve = resolve
+  captured.reject = reject
+}
+const stolenError = () => domError("Lock broken by another request with the 'steal' option.", 'AbortError')
+
+// --- the fast path (docs/web-locks.md, "The fast path") ----------------------
+// A name this copy uses gets a slot from the addon: one Int32 word of
+// process-wide memory (every STRIDE-th of `words`), 0 while nothing is held
+// or queued for the name anywhere. An exclusive request that finds it 0
+// takes it with one compareExchange to this copy's client number `me`, and
+// its release puts 0 back: no native call. Any other value sends the
+// request to the addon, which claims the word first (a lock taken here
+// becomes a held lock there, released with webLockFastRelease) and gives it
+// back when the name is idle again.
+// The state lives in `fast` (lib/futex.js): one per client, that is per
+// copy of lib/futex.js. These are its fields once set up:
+let words = null // the words
+let me = 0 // the client number
+let fastHolds = null // slot → the hold taken there (SYNC_HOLD: a requestSync's)
+let stale = null // slot → steal news still on its way for holds that learnt of their steal first
+const STRIDE = 16
+const FROZEN = 0x40000000 // or-ed in while query() reads the words
+const LEASES = 512 // names whose slot a client keeps at once
+const SYNC_HOLD = {}
+
+function setUpFast () {
+  if (fast.state === 0) {
+    fast.state = -1
+    if (!hasAtomics) return
+    const buffer = binding.webLockWords()
+    if (buffer === null) return
+    const view = new Int32Array(buffer)
+    try {
+      atomics.load(view, 0) // Atomics on memory that is not shared: V8 9+
+    } catch {
+      return
+    }
+    fast.me = binding.webLockClient(webLockCopy(), threadId)
+    fast.words = view
+    fast.holds = new Array(view.length / STRIDE).fill(undefined)
+    fast.stale = new Int32Array(view.length / STRIDE)
+    fast.onStolen = onStolen
+    fast.state = 1
+  }
+  if (fast.state === 1) {
+    words = fast.words
+    me = fast.me
+    fastHolds = fast.holds
+    stale = fast.stale
+  }
+}
+
+// The slot of `name` for this copy, or -1 (no fast path for it).
+function slotOf (name) {
+  if (words === null) {
+    setUpFast()
+    if (words === null) return -1
+  }
+  if (name === fast.lastName) return fast.lastSlot
+  let s = fast.leases.get(name)
+  if (s === undefined) {
+    if (fast.leases.size >= LEASES) forgetIdle()
+    s = binding.webLockLease(name, me)
+    fast.leases.set(name, s)
+  }
+  fast.lastName = name
+  fast.lastSlot = s
+  return s
+}
+
+// Drops the names of the table that hold no lock taken on the fast path.
+function forgetIdle () {
+  const names = []
+  for (const [name, s] of fast.leases) {
+    if (s >= 0 && fastHolds[s] !== undefined) continue
+    fast.leases.delete(name)
+    if (s >= 0) names.push(name)
+  }
+  fast.lastName = null
+  if (names.length > 0) binding.webLockForget(names, me)
+}
+
+// Steal news does not say which hold it is about, only the slot. Each steal
+// of a lock this copy took on the fast path brings one piece, in no
+// promised order; a hold that learns of its steal first (its release finds
+// the lock gone, or a new hold of the slot finds it still registered: it
+// can only have lost its word to a steal) counts its news as stale. So news
+// that finds no stale count is about the hold registered now.
+function onStolen (s) {
+  if (stale[s] > 0) {
+    stale[s]--
+    return
+  }
+  const hold = fastHolds[s]
+  if (hold === undefined || hold === SYNC_HOLD) return
+  fastHolds[s] = undefined
+  hold.stolen = true
+  hold.reject(stolenError())
+}
+
+// Registers `hold` (or SYNC_HOLD), which took slot `s` on the fast path.
+function takeFast (s, hold) {
+  const previous = fastHolds[s]
+  if (previous !== undefined) {
+    // Its word was free again, so it was stolen; its news is on its way.
+    stale[s]++
+    if (previous !== SYNC_HOLD) stolen(previous)
+  }
+  fastHolds[s] = hold
+}
+
+// Releases the lock `hold` took on the fast path at slot `s` for `name`:
+// false if it was stolen; else true, or requests of this copy it granted
+// (see handOver).
+function releaseFast (name, s, hold) {
+  if (fastHolds[s] !== hold) return false // stolen, and counted then
+  fastHolds[s] = undefined
+  return atomics.compareExchange(words, s * STRIDE, me, 0) === me || releaseClaimed(name, s)
+}
+
+// The word no longer says this client: claimed by the addon since.
+function releaseClaimed (name, s) {
+  const r = binding.webLockFastRelease(name, me, webLockBase())
+  if (r === false) stale[s]++
+  return r
+}
+
+// A release on this thread granted requests of this copy (the slots of
+// their grant waiters, which the addon handed back instead of delivering
+// them through the event loop): they run after what is settling now, in
+// the same turn.
+function handOver (granted) {
+  if (granted === true || granted === false) return
+  RESOLVED.then(() => {
+    for (let i = 0; i < granted.length; i++) webLockGranted(granted[i])
+  })
+}
+
+// --- requests -------------------------------------------------------------------
+// A request of this copy, once granted or queued: what the callback, the
+// release and the signal need.
+class Hold {
+  constructor (name, mode, slot, signal, callback, resolve, reject) {
+    this.name = name
+    this.mode = mode
+    this.slot = slot // on the fast path; -1: through the addon
+    this.id = 0 // the addon's id of the request (slot -1)
+    this.grantSlot = 0
+    this.stealSlot = 0
+    this.signal = signal
+    this.onAbort = null
+    this.callback = callback
+    this.resolve = resolve // settle the request's promise (the lock's released promise)
+    this.reject = reject
+    this.granted = false // the callback was invoked (the signal is ignored from then on)
+    this.stolen = false // the steal's news arrived (the promise is rejected)
+  }
+}
+
+// Releases the lock: false if it was not held any more (stolen, and the
+// news is on its way or here already); else true, or requests of this copy
+// it granted (see handOver).
+function release (hold) {
+  if (hold.stolen) return false
+  if (hold.slot >= 0) return releaseFast(hold.name, hold.slot, hold)
+  const r = binding.webLockRelease(hold.name, hold.id, webLockBase())
+  if (r !== false) webLockCancel(hold.stealSlot)
+  return r
+}
+
+function stolen (hold) {
+  hold.stolen = true
+  hold.reject(stolenError())
+}
+
+// The spec's steps once the lock is granted, on this thread: the signal,
+// then the callback; the lock is released when its result settles, and the
+// request's promise settles as that result (rejects if the lock was stolen
+// meanwhile, even if the news is still on its way).
+function granted (hold) {
+  const signal = hold.signal
+  if (signal !== undefined) {
+    if (signal.aborted) {
+      handOver(release(hold))
+      return
+    }
+    signal.removeEventListener('abort', hold.onAbort)
+  }
+  hold.granted = true
+  let result
+  try {
+    result = Reflect.apply(hold.callback, undefined, [new Lock(INTERNAL, hold.name, hold.mode)])
+  } catch (e) {
+    RESOLVED.then(() => settle(hold, false, e))
+    return
+  }
+  if ((typeof result === 'object' && result !== null) || typeof result === 'function') {
+    // The waiting promise, resolved with the result (a thenable's `then` is read once, there).
+    new Promise((resolve) => resolve(result)).then((v) => settle(hold, true, v), (e) => settle(hold, false, e))
+  } else {
+    RESOLVED.then(() => settle(hold, true, result))
+  }
+}
+
+function settle (hold, ok, value) {
+  const r = release(hold)
+  if (r === false) return stolen(hold)
+  if (ok) hold.resolve(value)
+  else hold.reject(value)
+  handOver(r)
+}
+
+// Signal to abort the request: out of its queue if still there, and the
+// promise rejects with the reason. A grant already decided finds the signal
+// aborted and releases the lock without running the callback.
+function listen (hold) {
+  const signal = hold.signal
+  hold.onAbort = () => {
+    if (hold.granted) return
+    signal.removeEventListener('abort', hold.onAbort)
+    if (hold.slot < 0 && binding.webLockAbort(hold.name, hold.id)) {
+      webLockCancel(hold.grantSlot)
+      webLockCancel(hold.stealSlot)
+    }
+    hold.reject(reasonOf(signal))
+  }
+  signal.addEventListener('abort', hold.onAbort)
+}
+
+// ifAvailable and not grantable: the callback gets null, on a later turn.
+function notAvailable (callback, resolve) {
+  RESOLVED.then(() => resolve(invoke(callback, null)))
+}
+
 // Request a lock: the spec's steps from "request a lock" on, once the
 // arguments are checked. `resolve` / `reject` settle the request's promise
 // (the lock's released promise).
 function requestLock (name, mode, ifAvailable, steal, signal, callback, resolve, reject) {
-  const flags = (mode === 'shared' ? SHARED : 0) | (ifAvailable ? IF_AVAILABLE : 0) | (steal ? STEAL : 0) | (keepAlive ? KEEP_ALIVE : 0)
-  const stolen = () => reject(domError("Lock broken by another request with the 'steal' option.", 'AbortError'))
-  const r = webLockAsync(
-    (grantSlot, stealSlot) => binding.webLockRequest(name, flags, threadId, grantSlot, stealSlot),
-    (outcome) => { if (outcome !== 'cancelled') stolen() }
-  )
-  const id = r.id
-  if (r.status === NOT_AVAILABLE) {
-    // ifAvailable and not grantable: the callback gets null, on a later turn.
-    Promise.resolve().then(() => resolve(invoke(callback, null)))
-    return
-  }
-  let granted = false // the callback was invoked (the signal is ignored from then on)
-  let onAbort
-  if (signal !== undefined) {
-    // Signal to abort the request: out of its queue if still there, and
-    // the promise rejects with the reason. A grant already decided finds
-    // the signal aborted and releases the lock without running the callback.
-    onAbort = () => {
-      if (granted) return
-      signal.removeEventListener('abort', onAbort)
-      if (binding.webLockAbort(name, id)) {
-        webLockCancel(r.grantSlot)
-        webLockCancel(r.stealSlot)
-      }
-      reject(reasonOf(signal))
-    }
-    signal.addEventListener('abort', onAbort)
-  }
-  // Releases the lock; false if it was not held any more: stolen, and the
-  // steal waiter's news is on its way (or here already).
-  const release = () => {
-    if (!binding.webLockRelease(name, id)) return false
-    webLockCancel(r.stealSlot)
-    return true
-  }
-  const onGranted = () => {
-    if (signal !== undefined) {
-      if (signal.aborted) {
-        release()
+  if (!steal && mode === 'exclusive') {
+    const s = slotOf(name)
+    if (s >= 0) {
+      const w = atomics.compareExchange(words, s * STRIDE, 0, me)
+      if (w === 0) {
+        // Nothing held or queued for the name anywhere: granted.
+        const hold = new Hold(name, mode, s, signal, callback, resolve, reject)
+        takeFast(s, hold)
+        if (signal !== undefined) listen(hold)
+        RESOLVED.then(() => granted(hold))
         return
       }
-      signal.removeEventListener('abort', onAbort)
+      if (ifAvailable && w > 0 && w < FROZEN) {
+        // Held on the fast path at the moment of the load: not grantable.
+        notAvailable(callback, resolve)
+        return
+      }
     }
-    granted = true
-    const waiting = invoke(callback, new Lock(INTERNAL, name, mode))
-    // When the waiting promise settles: release the lock, then resolve the
-    // released promise with the waiting one.
-    // A lock stolen before it settled rejects, even if the news is still on its way.
-    const settled = () => (release() ? resolve(waiting) : stolen())
-    waiting.then(settled, settled)
   }
-  if (r.status === GRANTED_NOW) {
-    Promise.resolve().then(onGranted)
-  } else {
-    r.grant.then((outcome) => { if (outcome !== 'cancelled') onGranted() })
+  const flags = (mode === 'shared' ? SHARED : 0) | (ifAvailable ? IF_AVAILABLE : 0) | (steal ? STEAL : 0) | (keepAlive ? KEEP_ALIVE : 0)
+  const hold = new Hold(name, mode, -1, signal, callback, resolve, reject)
+  const r = webLockAsync(
+    (grantSlot, stealSlot) => binding.webLockRequest(name, flags, threadId, grantSlot, stealSlot),
+    (outcome) => { if (outcome !== 'cancelled') granted(hold) },
+    (outcome) => { if (outcome !== 'cancelled') stolen(hold) }
+  )
+  if (r.status === NOT_AVAILABLE) {
+    notAvailable(callback, resolve)
+    return
   }
+  hold.id = r.id
+  hold.grantSlot = r.grantSlot
+  hold.stealSlot = r.stealSlot
+  if (signal !== undefined) listen(hold)
+  if (r.status === GRANTED_NOW) RESOLVED.then(() => granted(hold))
+}
+
+// A requestSync granted on the fast path at slot `s`: runs fn, releases.
+function runSyncFast (name, s, fn) {
+  takeFast(s, SYNC_HOLD)
+  let result
+  try {
+    result = fn(new Lock(INTERNAL, name, 'exclusive'))
+  } catch (e) {
+    handOver(releaseFast(name, s, SYNC_HOLD))
+    throw e
+  }
+  const r = releaseFast(name, s, SYNC_HOLD)
+  if (r === false) throw stolenError()
+  handOver(r)
+  return result
 }
 
 // --- LockManager ----------------------------------------------------------------
@@ -239,11 +474,16 @@ class LockManager {
    */
   request (name, options, callback) {
     try {
+      if (arguments.length === 2 && isPlainCall(this, name, options)) {
+        const promise = new Promise(capture)
+        requestLock(name, 'exclusive', false, false, undefined, options, captured.resolve, captured.reject)
+        return promise
+      }
       const { resource, opts, fn } = parse(this, arguments, 'request')
       if (opts.signal !== undefined && opts.signal.aborted) return Promise.reject(reasonOf(opts.signal))
-      return new Promise((resolve, reject) => {
-        requestLock(resource, opts.mode, opts.ifAvailable, opts.steal, opts.signal, fn, resolve, reject)
-      })
+      const promise = new Promise(capture)
+      requestLock(resource, opts.mode, opts.ifAvailable, opts.steal, opts.signal, fn, captured.resolve, captured.reject)
+      return promise
     } catch (e) {
       return Promise.reject(e)
     }
@@ -259,6 +499,12 @@ class LockManager {
    * after fn if the lock was stolen meanwhile.
    */
   requestSync (name, options, callback) {
+    // The usual call, requestSync(name, fn), with nothing to convert or
+    // check: first the fast path, then as any other.
+    if (arguments.length === 2 && isPlainCall(this, name, options) && canBlock) {
+      const s = slotOf(name)
+      if (s >= 0 && atomics.compareExchange(words, s * STRIDE, 0, me) === 0) return runSyncFast(name, s, options)
+    }
     const { resource, opts, fn } = parse(this, arguments, 'requestSync')
     if (opts.signal !== undefined) {
       throw domError("requestSync takes no 'signal': nothing can abort a blocked thread.", 'NotSupportedError')
@@ -266,6 +512,14 @@ class LockManager {
     // A thread that may not block (as Atomics.wait may not) may still ask
     // with ifAvailable or steal, which never wait.
     if (!opts.ifAvailable && !opts.steal) checkCanBlock('LockManager.requestSync')
+    if (!opts.steal && opts.mode === 'exclusive') {
+      const s = slotOf(resource)
+      if (s >= 0) {
+        const w = atomics.compareExchange(words, s * STRIDE, 0, me)
+        if (w === 0) return runSyncFast(resource, s, fn)
+        if (opts.ifAvailable && w > 0 && w < FROZEN) return Reflect.apply(fn, undefined, [null])
+      }
+    }
     const flags = (opts.mode === 'shared' ? SHARED : 0) | (opts.ifAvailable ? IF_AVAILABLE : 0) | (opts.steal ? STEAL : 0)
     const n = binding.webLockRequestSync(resource, flags, threadId)
     const status = n % 4
@@ -278,12 +532,12 @@ class LockManager {
     try {
       result = Reflect.apply(fn, undefined, [new Lock(INTERNAL, resource, opts.mode)])
     } catch (e) {
-      binding.webLockRelease(resource, id)
+      handOver(binding.webLockRelease(resource, id, webLockBase()))
       throw e
     }
-    if (!binding.webLockRelease(resource, id)) {
-      throw domError("Lock broken by another request with the 'steal' option.", 'AbortError')
-    }
+    const r = binding.webLockRelease(resource, id, webLockBase())
+    if (r === false) throw stolenError()
+    handOver(r)
     return result
   }
 
@@ -299,19 +553,25 @@ class LockManager {
 Object.defineProperty(LockManager.prototype.request, 'length', { value: 2 })
 Object.defineProperty(LockManager.prototype.requestSync, 'length', { value: 2 })
 
+// Whether request(name, callback) / requestSync(name, callback) on `self`
+// needs nothing of parse(): the manager, a string name that is not
+// reserved, a function.
+function isPlainCall (self, name, callback) {
+  return self === locks && typeof name === 'string' && typeof callback === 'function' && name.charCodeAt(0) !== 45
+}
+
 // The arguments of request / requestSync, converted as WebIDL does for the
 // overloads (name, callback) and (name, options, callback), then the method
 // steps' checks. Throws the errors the spec gives.
 function parse (self, args, what) {
   if (!managers.has(self)) throw new TypeError(`Illegal invocation: '${what}' called on an object that is not a LockManager`)
-  const PREFIX = prefix(what)
   const n = args.length
-  if (n < 2) throw new TypeError(`${PREFIX}2 arguments required, but only ${n} present.`)
+  if (n < 2) throw new TypeError(`${prefix(what)}2 arguments required, but only ${n} present.`)
   const resource = toDOMString(args[0])
   const opts = toLockOptions(n === 2 ? undefined : args[1], what)
   const fn = n === 2 ? args[1] : args[2]
   if (typeof fn !== 'function') {
-    throw new TypeError(`${PREFIX}parameter ${n === 2 ? 2 : 3} is not of type 'LockGrantedCallback'.`)
+    throw new TypeError(`${prefix(what)}parameter ${n === 2 ? 2 : 3} is not of type 'LockGrantedCallback'.`)
   }
   if (resource.startsWith('-')) {
     throw domError("Names cannot start with '-'.", 'NotSupportedError')

@@ -82,6 +82,7 @@ pub struct Token(pub u64);
 impl Token {
     const KEEP_ALIVE: u64 = 1;
     const TIMED: u64 = 2;
+    const WEB_EVENT: u64 = 1 << 61;
     const CONDITION: u64 = 1 << 62;
     const SLICED: u64 = 1 << 63;
 
@@ -122,7 +123,19 @@ impl Token {
     pub fn is_condition(self) -> bool {
         self.0 & Self::CONDITION != 0
     }
+    /// A Web Locks event of the copy about a name slot (src/web_locks.rs)
+    /// rather than a waiter: `slot` is the name's slot. Nothing queued it,
+    /// so it is not counted as pending, and it keeps nothing alive.
+    pub fn web_event(name_slot: u32) -> Token {
+        Token(((name_slot as u64) << 2) | Self::WEB_EVENT)
+    }
+    pub fn is_web_event(self) -> bool {
+        self.0 & Self::WEB_EVENT != 0
+    }
 }
+
+/// Set in a delivered entry that is a Web Locks event, not a waiter's outcome.
+const WEB_EVENT_ENTRY: u32 = 1 << 31;
 
 pub struct Resolver {
     /// Cleared when the copy or its thread goes away ([`close`]), before
@@ -138,6 +151,9 @@ pub struct Resolver {
     in_flight: AtomicUsize,
     /// The JS thread this resolver delivers to.
     js_thread: ThreadId,
+    /// The copy's client number in the Web Locks manager's fast path, once
+    /// it asked for one (0: none); given back when the resolver closes.
+    pub(crate) web_client: std::sync::atomic::AtomicU32,
     /// The threadsafe function; null once released or finalized. Calls hold
     /// the read lock, and it is nulled under the write lock before Node frees
     /// it. A lock of its own, so that the woken JS thread (which takes
@@ -385,7 +401,9 @@ pub fn of_slot(slot: u32) -> Option<Arc<Resolver>> {
 /// Creates the resolver of a copy of the JavaScript layer on this thread and
 /// returns the copy's index; `deliver(list)` is called on this thread with
 /// each batch of that copy's outcomes, `slot << 2 | outcome_code` each (the
-/// slot within the copy): a number for a batch of one, else a `Uint32Array`.
+/// slot within the copy; with bit 31 set, a Web Locks event about the name
+/// slot `slot`, see [`Token::web_event`]): a number for a batch of one, else
+/// a `Uint32Array`.
 ///
 /// # Safety
 /// `env` and `deliver` must be live handles of the current N-API call on this thread.
@@ -405,6 +423,7 @@ pub unsafe fn init(env: sys::napi_env, deliver: sys::napi_value) -> Result<u32> 
         hooked: AtomicBool::new(false),
         in_flight: AtomicUsize::new(0),
         js_thread: std::thread::current().id(),
+        web_client: std::sync::atomic::AtomicU32::new(0),
         tsfn: RwLock::new(Tsfn(ptr::null_mut())),
         inner: Mutex::new(Inner {
             batch: Vec::new(),
@@ -543,7 +562,7 @@ unsafe extern "C" fn call_js(env: sys::napi_env, _js: sys::napi_value, context: 
             // Strong while waiters are pending, so `deliver` is there.
             unsafe { sys::napi_get_reference_value(env, inner.deliver, &mut deliver) };
         }
-        inner.add_pending(-(batch.len() as isize));
+        inner.add_pending(-(batch.iter().filter(|(_, token, _)| !token.is_web_event()).count() as isize));
         if !deliver.is_null() {
             // Condition wake-ups go on record as they leave the batch (under
             // the same lock): `close` passes on one or the other.
@@ -566,8 +585,14 @@ unsafe extern "C" fn call_js(env: sys::napi_env, _js: sys::napi_value, context: 
         }
         return;
     }
-    let entry =
-        |&(_, token, outcome): &(Key, Token, AsyncOutcome)| (token.local_slot() << 2) | outcome_code(token, outcome);
+    let entry = |&(_, token, outcome): &(Key, Token, AsyncOutcome)| {
+        let code = (token.local_slot() << 2) | outcome_code(token, outcome);
+        if token.is_web_event() {
+            WEB_EVENT_ENTRY | code
+        } else {
+            code
+        }
+    };
     // SAFETY: env is this thread's live env during the callback; `data` is
     // the array buffer's memory of `batch.len()` u32s, written before the
     // buffer is handed to JS. Handles live in the callback's scope.
@@ -653,6 +678,11 @@ fn close(resolver: &Arc<Resolver>) {
     // First: notifiers stop counting this copy's waiters...
     if !resolver.alive.swap(false, Ordering::AcqRel) {
         return;
+    }
+    // ...its Web Locks taken on the fast path are handed to the manager...
+    let web_client = resolver.web_client.swap(0, Ordering::AcqRel);
+    if web_client != 0 {
+        crate::web_locks::MANAGER.client_closed(web_client);
     }
     // ...then they leave the queues (their deadlines need not fire)...
     let owner: Arc<dyn Owner> = resolver.clone();

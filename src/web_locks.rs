@@ -16,21 +16,32 @@
 //! completed if a `steal` request takes the lock away while it is held
 //! (it never keeps the thread alive). The native side knows a request by a
 //! process-wide id.
+//!
+//! The fast path (docs/web-locks.md, "The fast path"): a name a copy uses
+//! gets a *slot*, one word of shared memory that the JavaScript layer reads
+//! and writes with `Atomics` while the name has no queue and nothing held
+//! here: 0 is free, a client number is an exclusive lock taken by that copy
+//! without a native call, [`NATIVE`] hands the name to the map. Every step
+//! here that looks at a name with a slot first *claims* its word (a fast
+//! holder becomes a held request of the map), and hands it back ([`tidy`])
+//! when the name's queue and held locks are empty again.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::ffi::c_void;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use futex_core::{AsyncOutcome, Key, Owner, ParkToken, Protocol, UnparkToken, WaitTable};
 use napi::bindgen_prelude::Utf16String;
-use napi::Result;
+use napi::{sys, Either, Env, Result, Unknown};
 use napi_derive::napi;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::resolver::{Resolver, Token};
-use crate::{js_alive, this_resolver, SLICE};
+use crate::{check, js_alive, this_resolver, SLICE};
 
 /// Buckets of resource names, each behind its own lock.
 const BUCKETS: usize = 64;
@@ -59,6 +70,9 @@ struct Request {
     /// `worker_threads.threadId` of the requesting thread (its client).
     thread: u32,
     client: Client,
+    /// A lock taken on the fast path and claimed since: the fast-path
+    /// client number of its copy, which releases it by that number; else 0.
+    fast: u32,
 }
 
 /// Who learns of a grant or steal.
@@ -69,13 +83,49 @@ enum Client {
     /// A `requestSync` blocked in its thread until granted. A steal needs
     /// no news: its release finds the lock gone.
     Sync(Arc<Parker>),
+    /// A lock taken on the fast path (by an async request or a
+    /// `requestSync`): a steal is news for the copy about the name's slot.
+    Fast { owner: Arc<Resolver>, slot: u32 },
+    /// A lock whose copy is gone while its thread lives on: nobody will
+    /// release it (as a lock whose callback never settles).
+    Gone,
 }
 
 /// Where a blocked `requestSync` sleeps.
 #[derive(Default)]
 pub(crate) struct Parker {
+    /// Set with `granted`, read without the lock while the thread spins.
+    done: AtomicBool,
     granted: Mutex<bool>,
     wake: Condvar,
+}
+
+/// Most `yield`s a blocked `requestSync` spends before it sleeps, and the
+/// fewest (as the wait table's blocking waiters do).
+const SPIN_YIELDS: (u32, u32) = (50, 10);
+
+thread_local! {
+    /// Consecutive blocked `requestSync`s of this thread whose spin ended in sleep anyway.
+    static SPIN_MISSES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+impl Parker {
+    /// Yields until granted, a bounded number of times; false if it never
+    /// was. The budget halves after each wait that slept anyway (down to a
+    /// floor), so a thread whose waits are long stops paying for the spin.
+    fn spin(&self) -> bool {
+        let misses = SPIN_MISSES.get();
+        let budget = (SPIN_YIELDS.0 >> misses).max(SPIN_YIELDS.1);
+        for _ in 0..=budget {
+            if self.done.load(Ordering::Acquire) {
+                SPIN_MISSES.set(0);
+                return true;
+            }
+            std::thread::yield_now();
+        }
+        SPIN_MISSES.set((misses + 1).min(8));
+        false
+    }
 }
 
 impl Client {
@@ -91,13 +141,19 @@ impl Client {
     }
 }
 
-/// The lock request queue and the held locks of one resource name.
+/// The lock request queue and the held locks of one resource name, and
+/// its fast-path slot.
 #[derive(Default)]
 struct Resource {
     queue: VecDeque<Request>,
     /// In the order they were granted. Either one exclusive lock or any
     /// number of shared ones.
     held: Vec<Request>,
+    /// The name's word on the fast path, while copies use it.
+    slot: Option<u32>,
+    /// Copies whose table of names holds this name's slot (`webLockLease`):
+    /// the slot stays the name's while any does.
+    leases: u32,
 }
 
 impl Resource {
@@ -128,6 +184,56 @@ impl Resource {
     fn is_empty(&self) -> bool {
         self.queue.is_empty() && self.held.is_empty()
     }
+
+    /// Whether the queue and held locks here are the whole state of the
+    /// name: it has no slot, or its word says so.
+    fn is_native(&self) -> bool {
+        self.slot.is_none_or(|s| FAST.word(s).load(Ordering::SeqCst) == NATIVE)
+    }
+
+    /// Takes the name from the fast path before a step looks at its queue
+    /// and held locks: its word becomes [`NATIVE`], and a lock taken on the
+    /// fast path becomes a held request. JavaScript only ever changes a
+    /// word from 0 to its client number and back, so this ends.
+    fn claim(&mut self) {
+        let Some(s) = self.slot else { return };
+        let word = FAST.word(s);
+        loop {
+            let current = word.load(Ordering::SeqCst);
+            if current == NATIVE {
+                return;
+            }
+            debug_assert!(current & FROZEN == 0, "a frozen word outside a snapshot");
+            if word.compare_exchange(current, NATIVE, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+                if current != FREE {
+                    if let Some(holder) = FAST.holder(current as u32, s) {
+                        self.held.push(holder);
+                    }
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// After a step on `name`: a name with nothing held or queued hands its
+/// word back to the fast path, and leaves the map once no copy leases its
+/// slot (which goes back to the free slots).
+fn tidy(map: &mut HashMap<Vec<u16>, Resource>, name: &[u16]) {
+    let Some(res) = map.get(name) else { return };
+    if !res.is_empty() {
+        return;
+    }
+    if let Some(s) = res.slot {
+        let word = FAST.word(s);
+        let _ = word.compare_exchange(NATIVE, FREE, Ordering::SeqCst, Ordering::SeqCst);
+        // A lock taken on the fast path keeps the slot bound.
+        if res.leases > 0 || word.load(Ordering::SeqCst) != FREE {
+            return;
+        }
+        FAST.free.lock().push(s);
+    }
+    map.remove(name);
 }
 
 /// An outcome to deliver once the bucket is unlocked.
@@ -138,8 +244,23 @@ struct Delivery {
 }
 
 fn deliver(out: Vec<Delivery>) {
+    deliver_to(out, None);
+}
+
+/// Delivers `out`, except the grants to the calling copy `caller` (a
+/// release on its thread, inside its N-API call): those are handed back, as
+/// the slots of their grant waiters (no longer counted), for the copy to
+/// run them in the same turn instead of through its event loop.
+fn deliver_to(out: Vec<Delivery>, caller: Option<&Arc<Resolver>>) -> Vec<u32> {
+    let mut mine = Vec::new();
     for d in out {
         match d.client {
+            Client::Async { owner, grant, .. }
+                if d.what == GRANTED && caller.is_some_and(|c| Arc::ptr_eq(c, &owner)) =>
+            {
+                owner.cancelled(grant);
+                mine.push(grant.local_slot());
+            }
             // A resolver that can no longer deliver passes the outcome on to
             // `Manager::lost` (through `WEB_LOCKS.lost`): a grant to a
             // thread that is gone is released again.
@@ -150,11 +271,85 @@ fn deliver(out: Vec<Delivery>) {
             Client::Sync(parker) => {
                 if d.what == GRANTED {
                     *parker.granted.lock() = true;
+                    parker.done.store(true, Ordering::Release);
                     parker.wake.notify_one();
                 }
             }
+            // Only ever held, so only ever stolen: news for the copy.
+            Client::Fast { owner, slot } => {
+                if d.what == STOLEN {
+                    owner.complete(slot as Key, Token::web_event(slot).0, AsyncOutcome::Unparked(STOLEN, &WEB_LOCKS));
+                }
+            }
+            Client::Gone => {}
         }
     }
+    mine
+}
+
+// --- the fast path -------------------------------------------------------------
+
+/// Name slots with a word at once; a name used while all are taken has no
+/// slot, and every request for it goes through the map.
+const SLOTS: usize = 8192;
+/// Words per slot: each slot's word alone on a 64-byte line.
+const STRIDE: usize = 16;
+/// A word's values: free (nothing held or queued anywhere), a client number
+/// (an exclusive lock taken on the fast path by that copy), or the name's
+/// state lives in the map. [`FROZEN`] is or-ed in while `query()` reads.
+const FREE: i32 = 0;
+const NATIVE: i32 = -1;
+const FROZEN: i32 = 1 << 30;
+
+/// A copy of the JavaScript layer that takes locks on the fast path.
+struct FastClient {
+    /// `worker_threads.threadId` of its thread.
+    thread: u32,
+    owner: Arc<Resolver>,
+    /// The names whose slot it holds in its table.
+    leases: Mutex<HashSet<Vec<u16>>>,
+}
+
+struct Fast {
+    words: Box<[AtomicI32]>,
+    /// Slots bound to no name.
+    free: Mutex<Vec<u32>>,
+    /// By client number (0 is never one: it is [`FREE`]).
+    clients: RwLock<Vec<Option<Arc<FastClient>>>>,
+}
+
+static FAST: LazyLock<Fast> = LazyLock::new(|| Fast {
+    words: (0..SLOTS * STRIDE).map(|_| AtomicI32::new(FREE)).collect(),
+    free: Mutex::new((0..SLOTS as u32).rev().collect()),
+    clients: RwLock::new(vec![None]),
+});
+
+impl Fast {
+    fn word(&self, slot: u32) -> &AtomicI32 {
+        &self.words[slot as usize * STRIDE]
+    }
+
+    fn client(&self, number: u32) -> Option<Arc<FastClient>> {
+        self.clients.read().get(number as usize).cloned().flatten()
+    }
+
+    /// The held request of a lock taken on the fast path by `number`.
+    fn holder(&self, number: u32, slot: u32) -> Option<Request> {
+        // A client closes only after its words are claimed (`client_closed`).
+        let client = self.client(number)?;
+        Some(Request {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            shared: false,
+            thread: client.thread,
+            client: Client::Fast { owner: client.owner.clone(), slot },
+            fast: number,
+        })
+    }
+}
+
+/// Whether `word` is a lock taken on the fast path (not frozen).
+fn is_fast_holder(word: i32) -> bool {
+    word > 0 && word < FROZEN
 }
 
 type Bucket = Mutex<HashMap<Vec<u16>, Resource>>;
@@ -196,10 +391,14 @@ impl Manager {
         let mut out = Vec::new();
         let status = {
             let mut map = self.bucket(name).lock();
+            if let Some(res) = map.get_mut(name) {
+                res.claim();
+            }
             if ask.if_available {
                 // Not grantable: the queue is not empty, or a held lock conflicts.
                 let grantable = map.get(name).is_none_or(|r| r.queue.is_empty() && r.compatible(ask.shared));
                 if !grantable {
+                    tidy(&mut map, name);
                     return (id, NOT_AVAILABLE);
                 }
             }
@@ -209,6 +408,7 @@ impl Manager {
                         && r.held.iter().chain(r.queue.iter()).any(|o| o.thread == thread)
                 });
                 if blocked {
+                    tidy(&mut map, name);
                     return (id, DEADLOCK);
                 }
             }
@@ -234,7 +434,7 @@ impl Manager {
                 }
                 owner.queued(*steal);
             }
-            let request = Request { id, shared, thread, client };
+            let request = Request { id, shared, thread, client, fast: 0 };
             if now {
                 res.held.push(request);
                 GRANTED_NOW
@@ -247,23 +447,57 @@ impl Manager {
         (id, status)
     }
 
-    /// Release the lock `id` of `name`, held by the calling copy. False if
-    /// it is not held (stolen, or already released).
-    fn release(&self, name: &[u16], id: u64) -> bool {
+    /// Release the lock `id` of `name`, held by the calling copy `caller`
+    /// (if known): the grants this makes to it are handed back (see
+    /// [`deliver_to`]). None if it is not held (stolen, or already released).
+    fn release(&self, name: &[u16], id: u64, caller: Option<&Arc<Resolver>>) -> Option<Vec<u32>> {
         let mut out = Vec::new();
         {
             let mut map = self.bucket(name).lock();
-            let Some(res) = map.get_mut(name) else { return false };
-            let Some(i) = res.held.iter().position(|r| r.id == id) else { return false };
+            let res = map.get_mut(name)?;
+            // (A lock granted here makes the word NATIVE until it is released.)
+            if !res.is_native() {
+                return None;
+            }
+            let i = res.held.iter().position(|r| r.id == id)?;
             let lock = res.held.remove(i);
             lock.client.cancel(false);
             res.process(&mut out);
-            if res.is_empty() {
-                map.remove(name);
-            }
+            tidy(&mut map, name);
         }
-        deliver(out);
-        true
+        Some(deliver_to(out, caller))
+    }
+
+    /// Release the lock of `name` that the copy with client number
+    /// `number` took on the fast path, when its word no longer says so
+    /// (claimed since, or frozen by a `query()` then); grants to the copy
+    /// are handed back as by [`Manager::release`]. None if it is not held
+    /// any more (stolen).
+    fn fast_release(&self, name: &[u16], number: u32, caller: Option<&Arc<Resolver>>) -> Option<Vec<u32>> {
+        let mut out = Vec::new();
+        {
+            let mut map = self.bucket(name).lock();
+            let res = map.get_mut(name)?;
+            let s = res.slot?;
+            let word = FAST.word(s);
+            let current = word.load(Ordering::SeqCst);
+            if current != NATIVE {
+                // Not claimed: its word is ours unless it was stolen (and
+                // maybe taken again since). Only the map changes a client's
+                // number, under this lock.
+                if current != number as i32 {
+                    return None;
+                }
+                word.store(FREE, Ordering::SeqCst);
+                tidy(&mut map, name);
+                return Some(Vec::new());
+            }
+            let i = res.held.iter().position(|r| r.fast == number)?;
+            res.held.remove(i);
+            res.process(&mut out);
+            tidy(&mut map, name);
+        }
+        Some(deliver_to(out, caller))
     }
 
     /// Abort the request `id` of `name`, made by the calling copy. False if
@@ -273,13 +507,14 @@ impl Manager {
         {
             let mut map = self.bucket(name).lock();
             let Some(res) = map.get_mut(name) else { return false };
+            if !res.is_native() {
+                return false;
+            }
             let Some(i) = res.queue.iter().position(|r| r.id == id) else { return false };
             let request = res.queue.remove(i).expect("found above");
             request.client.cancel(true);
             res.process(&mut out);
-            if res.is_empty() {
-                map.remove(name);
-            }
+            tidy(&mut map, name);
         }
         deliver(out);
         true
@@ -289,49 +524,188 @@ impl Manager {
     /// env is being torn down): its requests leave their queues, its locks
     /// are released, and the requests that become grantable are granted.
     pub(crate) fn thread_ended(&self, thread: u32) {
-        self.remove_where(|r| r.thread == thread);
+        self.remove_where(|r| r.thread == thread, |number| FAST.client(number).is_some_and(|c| c.thread == thread));
     }
 
     /// A grant that reached a copy that can no longer run it: release it.
     fn lost(&self, id: u64) {
-        self.remove_where(|r| r.id == id);
+        self.remove_where(|r| r.id == id, |_| false);
     }
 
-    fn remove_where(&self, gone: impl Fn(&Request) -> bool) {
+    /// Removes the requests and locks for which `gone` holds, and the locks
+    /// taken on the fast path by the clients for which `fast_gone` holds.
+    fn remove_where(&self, gone: impl Fn(&Request) -> bool, fast_gone: impl Fn(u32) -> bool) {
         for bucket in self.buckets.iter() {
             let mut out = Vec::new();
             {
                 let mut map = bucket.lock();
-                map.retain(|_, res| {
+                let mut emptied = Vec::new();
+                for (name, res) in map.iter_mut() {
+                    if let Some(s) = res.slot {
+                        let word = FAST.word(s);
+                        let current = word.load(Ordering::SeqCst);
+                        // Only the map changes a client's number, under this lock.
+                        if is_fast_holder(current) && fast_gone(current as u32) {
+                            word.store(FREE, Ordering::SeqCst);
+                        }
+                        if !res.is_native() {
+                            if res.leases == 0 && word.load(Ordering::SeqCst) == FREE {
+                                emptied.push(name.clone());
+                            }
+                            continue;
+                        }
+                    }
                     let before = (res.queue.len(), res.held.len());
                     res.queue.retain(|r| !gone(r));
                     res.held.retain(|r| !gone(r));
                     if (res.queue.len(), res.held.len()) != before {
                         res.process(&mut out);
                     }
-                    !res.is_empty()
-                });
+                    if res.is_empty() {
+                        emptied.push(name.clone());
+                    }
+                }
+                for name in emptied {
+                    tidy(&mut map, &name);
+                }
             }
             deliver(out);
         }
     }
 
+    /// Gives the copy a client number for the fast path (`thread` is its
+    /// thread's threadId), or returns the one it has.
+    fn client(&self, owner: Arc<Resolver>, thread: u32) -> u32 {
+        let have = owner.web_client.load(Ordering::Acquire);
+        if have != 0 {
+            return have;
+        }
+        let mut clients = FAST.clients.write();
+        let number = clients.iter().skip(1).position(Option::is_none).map_or(clients.len(), |i| i + 1);
+        let client = Arc::new(FastClient { thread, owner: owner.clone(), leases: Mutex::new(HashSet::new()) });
+        if number == clients.len() {
+            clients.push(Some(client));
+        } else {
+            clients[number] = Some(client);
+        }
+        owner.web_client.store(number as u32, Ordering::Release);
+        number as u32
+    }
+
+    /// The copy `number` holds `name` in its table of names from now on:
+    /// the name's slot (bound now if it has none), or -1 if every slot is
+    /// taken. A name's slot is bound to it while any copy holds it.
+    fn lease(&self, name: &[u16], number: u32) -> i32 {
+        let Some(client) = FAST.client(number) else { return -1 };
+        let mut map = self.bucket(name).lock();
+        let mut leases = client.leases.lock();
+        if leases.contains(name) {
+            return map.get(name).and_then(|r| r.slot).map_or(-1, |s| s as i32);
+        }
+        let res = map.entry(name.to_vec()).or_default();
+        if res.slot.is_none() {
+            let Some(s) = FAST.free.lock().pop() else {
+                drop(leases);
+                tidy(&mut map, name);
+                return -1;
+            };
+            // A free slot's word is FREE; a name with state here starts native.
+            if !res.is_empty() {
+                FAST.word(s).store(NATIVE, Ordering::SeqCst);
+            }
+            res.slot = Some(s);
+        }
+        res.leases += 1;
+        leases.insert(name.to_vec());
+        res.slot.map_or(-1, |s| s as i32)
+    }
+
+    /// The copy `number` no longer holds these names in its table.
+    fn forget(&self, names: &[Vec<u16>], number: u32) {
+        let Some(client) = FAST.client(number) else { return };
+        for name in names {
+            if !client.leases.lock().remove(name) {
+                continue;
+            }
+            self.unlease(name);
+        }
+    }
+
+    fn unlease(&self, name: &[u16]) {
+        let mut map = self.bucket(name).lock();
+        if let Some(res) = map.get_mut(name) {
+            res.leases -= 1;
+            tidy(&mut map, name);
+        }
+    }
+
+    /// The copy with client number `number` is gone (its thread is being
+    /// torn down, or it was collected): the locks it took on the fast path
+    /// become held requests of a gone client (released when its thread
+    /// ends, like its other locks), its leases end, and its number is free.
+    pub(crate) fn client_closed(&self, number: u32) {
+        let Some(client) = FAST.client(number) else { return };
+        let gone = |r: &mut Request| {
+            r.client = Client::Gone;
+            r.fast = 0;
+        };
+        for bucket in self.buckets.iter() {
+            let mut map = bucket.lock();
+            for res in map.values_mut() {
+                if let Some(s) = res.slot {
+                    if FAST.word(s).load(Ordering::SeqCst) == number as i32 {
+                        res.claim();
+                    }
+                }
+                res.held.iter_mut().filter(|r| r.fast == number).for_each(gone);
+            }
+        }
+        let names: Vec<_> = client.leases.lock().drain().collect();
+        for name in names {
+            self.unlease(&name);
+        }
+        FAST.clients.write()[number as usize] = None;
+    }
+
     /// Snapshot the lock state: every bucket is locked (in order) for the
     /// whole snapshot, so it shows one moment of the manager.
+    /// Words of the fast path are frozen meanwhile (JavaScript then takes
+    /// the slow path, which waits for the bucket), and read as held locks.
     fn snapshot(&self) -> Snapshot {
         let maps: Vec<_> = self.buckets.iter().map(|b| b.lock()).collect();
-        let info = |name: &Vec<u16>, r: &Request| WebLockInfo {
+        let info = |name: &Vec<u16>, shared: bool, thread: u32| WebLockInfo {
             name: Utf16String::from(name.clone()),
-            shared: r.shared,
-            thread_id: r.thread,
+            shared,
+            thread_id: thread,
         };
         let mut held = Vec::new();
         let mut pending = Vec::new();
+        let mut frozen = Vec::new();
         for map in &maps {
             for (name, res) in map.iter() {
-                held.extend(res.held.iter().map(|r| info(name, r)));
-                pending.extend(res.queue.iter().map(|r| info(name, r)));
+                if let Some(s) = res.slot {
+                    let word = FAST.word(s);
+                    loop {
+                        let current = word.load(Ordering::SeqCst);
+                        if current == NATIVE {
+                            break;
+                        }
+                        if word.compare_exchange(current, current | FROZEN, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+                        {
+                            frozen.push((s, current));
+                            if let Some(client) = (current != FREE).then(|| FAST.client(current as u32)).flatten() {
+                                held.push(info(name, false, client.thread));
+                            }
+                            break;
+                        }
+                    }
+                }
+                held.extend(res.held.iter().map(|r| info(name, r.shared, r.thread)));
+                pending.extend(res.queue.iter().map(|r| info(name, r.shared, r.thread)));
             }
+        }
+        for (s, current) in frozen {
+            FAST.word(s).store(current, Ordering::SeqCst);
         }
         Snapshot { held, pending }
     }
@@ -387,6 +761,9 @@ pub fn web_lock_request_sync(env: napi::Env, name: Utf16String, flags: u32, thre
     if status != QUEUED {
         return Ok((id * 4 + status) as f64);
     }
+    if parker.spin() {
+        return Ok((id * 4 + GRANTED_NOW) as f64);
+    }
     let raw_env = env.raw();
     loop {
         {
@@ -401,17 +778,30 @@ pub fn web_lock_request_sync(env: napi::Env, name: Utf16String, flags: u32, thre
         if !js_alive(raw_env) {
             // Out of the queue; or, granted in the meantime, released.
             if !MANAGER.abort(&name, id) {
-                MANAGER.release(&name, id);
+                MANAGER.release(&name, id, None);
             }
             return Ok((id * 4 + NOT_AVAILABLE) as f64);
         }
     }
 }
 
-/// Releases the held lock `id` of `name`: false if it is not held any more (stolen).
+/// Releases the held lock `id` of `name`, on behalf of the copy whose
+/// waiters are named with `slot` (-1: one with none): false if it is not
+/// held any more (stolen); else true, or the slots (within the copy) of the
+/// copy's requests it granted, whose grant waiters are no longer counted:
+/// the copy runs them itself.
 #[napi(js_name = "webLockRelease")]
-pub fn web_lock_release(name: Utf16String, id: f64) -> bool {
-    MANAGER.release(&name, id as u64)
+pub fn web_lock_release(name: Utf16String, id: f64, slot: i32) -> Either<bool, Vec<u32>> {
+    let caller = u32::try_from(slot).ok().and_then(crate::resolver::of_slot);
+    released(MANAGER.release(&name, id as u64, caller.as_ref()))
+}
+
+fn released(granted: Option<Vec<u32>>) -> Either<bool, Vec<u32>> {
+    match granted {
+        None => Either::A(false),
+        Some(mine) if mine.is_empty() => Either::A(true),
+        Some(mine) => Either::B(mine),
+    }
 }
 
 /// Takes the pending request `id` of `name` out of its queue: false if it
@@ -439,4 +829,65 @@ pub struct Snapshot {
 #[napi(js_name = "webLockQuery")]
 pub fn web_lock_query() -> Snapshot {
     MANAGER.snapshot()
+}
+
+/// The fast path's client number of the calling copy (the copy whose
+/// waiters are named with `slot`), on the thread with threadId `thread`:
+/// the value its locks taken on the fast path have in their words.
+#[napi(js_name = "webLockClient")]
+pub fn web_lock_client(slot: u32, thread: u32) -> Result<u32> {
+    let owner = this_resolver(slot)?;
+    Ok(MANAGER.client(owner, thread))
+}
+
+/// The slot of `name` for the copy with client number `number`, bound to
+/// the name until the copy forgets it (`webLockForget`) or goes away; -1
+/// if every slot is taken (the name then has no fast path).
+#[napi(js_name = "webLockLease")]
+pub fn web_lock_lease(name: Utf16String, number: u32) -> i32 {
+    MANAGER.lease(&name, number)
+}
+
+/// The copy with client number `number` drops these names from its table.
+#[napi(js_name = "webLockForget")]
+pub fn web_lock_forget(names: Vec<Utf16String>, number: u32) {
+    let names: Vec<Vec<u16>> = names.iter().map(|n| n.to_vec()).collect();
+    MANAGER.forget(&names, number);
+}
+
+/// Releases the lock of `name` that the copy with client number `number`
+/// took on the fast path, once its word says something else; answers as
+/// `webLockRelease` (`slot`: the copy's, as there).
+#[napi(js_name = "webLockFastRelease")]
+pub fn web_lock_fast_release(name: Utf16String, number: u32, slot: i32) -> Either<bool, Vec<u32>> {
+    let caller = u32::try_from(slot).ok().and_then(crate::resolver::of_slot);
+    released(MANAGER.fast_release(&name, number, caller.as_ref()))
+}
+
+/// The words of the fast path (one `Int32` per slot, every 16th) as an
+/// `ArrayBuffer` over their memory, or `null` where the runtime allows no
+/// external buffers. The memory is the process-wide manager's, never freed.
+#[napi(js_name = "webLockWords")]
+pub fn web_lock_words(env: &Env) -> Result<Unknown<'_>> {
+    let words = &FAST.words;
+    let raw_env = env.raw();
+    let mut value = ptr::null_mut();
+    // SAFETY: live env; the words are static (never dropped) and only ever
+    // accessed atomically, here and by JavaScript's Atomics.
+    let status = unsafe {
+        sys::napi_create_external_arraybuffer(
+            raw_env,
+            words.as_ptr() as *mut c_void,
+            std::mem::size_of_val::<[AtomicI32]>(words),
+            None,
+            ptr::null_mut(),
+            &mut value,
+        )
+    };
+    if status != sys::Status::napi_ok {
+        // SAFETY: live env; out-pointer is a local.
+        check(unsafe { sys::napi_get_null(raw_env, &mut value) }, "napi_get_null")?;
+    }
+    // SAFETY: a value created on this env during this call.
+    Ok(unsafe { Unknown::from_raw_unchecked(raw_env, value) })
 }

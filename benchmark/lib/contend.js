@@ -13,7 +13,10 @@
 const { performance } = require('perf_hooks')
 const { histogram, record } = require('./histogram')
 
+// `lock` has lock() / unlock(), or runs a callback holding it with
+// executeSync(fn) (Web Locks' requestSync).
 function contendSync (lock, counter, from, to) {
+  if (typeof lock.executeSync === 'function') return contendCallback(lock, counter, from, to)
   const origin = performance.timeOrigin
   const start = from - origin
   const end = to - origin
@@ -39,8 +42,37 @@ function contendSync (lock, counter, from, to) {
   return { count, total, maxWaitMs: maxWait, hist }
 }
 
+function contendCallback (lock, counter, from, to) {
+  const origin = performance.timeOrigin
+  const start = from - origin
+  const end = to - origin
+  const hist = histogram()
+  let count = 0
+  let total = 0
+  let maxWait = 0
+  let t1 = 0
+  const critical = () => {
+    t1 = performance.now()
+    counter[0]++
+  }
+  for (;;) {
+    const t0 = performance.now()
+    if (t0 >= end) break
+    lock.executeSync(critical)
+    total++
+    if (t0 >= start) {
+      count++
+      const wait = t1 - t0
+      record(hist, wait * 1e6)
+      if (wait > maxWait) maxWait = wait
+    }
+  }
+  return { count, total, maxWaitMs: maxWait, hist }
+}
+
 // `lock` needs only executeLocked(fn) → promise: shared-futex's and the
-// blog's AsyncLock, or Web Locks (lib/locks.js).
+// blog's AsyncLock, or Web Locks (lib/locks.js); leave(), if it has one, is
+// called when this thread stops (lib/wake-ring.js).
 async function contendAsync (lock, counter, from, to) {
   const origin = performance.timeOrigin
   const start = from - origin
@@ -66,6 +98,7 @@ async function contendAsync (lock, counter, from, to) {
       if (wait > maxWait) maxWait = wait
     }
   }
+  if (typeof lock.leave === 'function') lock.leave()
   return { count, total, maxWaitMs: maxWait, hist }
 }
 

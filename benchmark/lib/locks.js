@@ -9,7 +9,11 @@
 //               start with one permit (lockBuffer(1));
 //   'weblocks': Web Locks (worker_threads.locks, Node 24.5+), an exclusive
 //               request on a name; async only (executeLocked, no lock());
-//   'ours-weblocks': the same over shared-futex/web-locks (any Node).
+//   'ours-weblocks': the same over shared-futex/web-locks (any Node);
+//   'ours-requestsync': the same name, with shared-futex/web-locks'
+//               blocking requestSync as executeSync (async: request);
+//   'wake-ring': not a lock, the bound of a FIFO one across threads
+//               (lib/wake-ring.js); async only.
 // All are built from (sab, byteOffset), so every thread gets the same lock:
 // Web Locks' name is a number that lockBuffer() writes into the buffer.
 
@@ -50,6 +54,10 @@ class WebLock {
   executeLocked (fn) {
     return this.locks.request(this.name, fn)
   }
+
+  executeSync (fn) {
+    return this.locks.requestSync(this.name, fn)
+  }
 }
 
 // A semaphore behind the interface the scenarios use.
@@ -71,9 +79,10 @@ function makeLock (name, sab, byteOffset) {
   if (name === 'semaphore') return new SemaphoreLock(new (require(ROOT).Semaphore)(sab, byteOffset))
   if (name === 'semaphore-futex') return new SemaphoreLock(new (require('../baselines/semaphore-futex').FutexSemaphore)(sab, byteOffset))
   if (name === 'weblocks') return new WebLock(`shared-futex-bench-${new Int32Array(sab)[NAME_INDEX]}`)
-  if (name === 'ours-weblocks') {
+  if (name === 'ours-weblocks' || name === 'ours-requestsync') {
     return new WebLock(`shared-futex-bench-${new Int32Array(sab)[NAME_INDEX]}`, require(`${ROOT}/web-locks`).locks)
   }
+  if (name === 'wake-ring') return new (require('./wake-ring').WakeRing)(sab)
   throw new Error(`unknown lock ${name}`)
 }
 
@@ -82,7 +91,7 @@ function makeLock (name, sab, byteOffset) {
 // (a semaphore's permits).
 let made = 0
 function lockBuffer (word = 0) {
-  const sab = new SharedArrayBuffer(64)
+  const sab = new SharedArrayBuffer(256) // the first 64 bytes; wake-ring uses the rest
   new Int32Array(sab)[NAME_INDEX] = ++made
   new Int32Array(sab)[0] = word
   return sab

@@ -19,6 +19,13 @@
 // Baselines: the blog post's AsyncLock over native Atomics; Web Locks where
 // the running Node has them (24.5+; `npm run bench -- --node 24 --only 5,6`),
 // against shared-futex/web-locks ('ours-weblocks', async in every thread).
+// And the bound of any lock that is FIFO across threads ('wake-ring', async
+// in every thread, lib/wake-ring.js): under contention such a lock hands
+// every grant to another thread, whose idle event loop must be woken; the
+// ring passes a token round the same threads with one such wake per pass
+// and nothing else. Last, Web Locks with blocking workers: the main thread
+// requests (async) and the workers call shared-futex/web-locks' requestSync
+// ('ours-requestsync'), against AsyncLock in the same shape ('ours').
 //
 // Case 6-sem: the same loop over a Semaphore with one permit (main thread
 // runExclusive, 3 workers acquire / release), against the previous
@@ -107,7 +114,7 @@ module.exports = {
   cases: NS.map((n) => ({
     id: `6-n${n}`,
     label: `main (async) + ${n} worker${n > 1 ? 's' : ''} (sync; async with Web Locks)`,
-    impls: ['ours', 'blog', 'weblocks', 'ours-weblocks'],
+    impls: ['ours', 'blog', 'weblocks', 'ours-weblocks', 'wake-ring', 'ours-requestsync'],
     implMissing: (impl) => (impl === 'weblocks' ? webLocksMissing() : null),
     metrics: metrics(n),
     measure: contended(n)
@@ -126,7 +133,10 @@ module.exports = {
     { case: `6-n${n}`, metric: 'rate', ours: 'ours', base: 'weblocks', target: 10 },
     { case: `6-n${n}`, metric: 'p99WaitUs', ours: 'ours', base: 'weblocks', target: null, label: 'p99 wait, × shorter' },
     { case: `6-n${n}`, metric: 'rate', ours: 'ours-weblocks', base: 'weblocks', target: 50 },
-    { case: `6-n${n}`, metric: 'p99WaitUs', ours: 'ours-weblocks', base: 'weblocks', target: null, label: 'p99 wait, × shorter' }
+    { case: `6-n${n}`, metric: 'p99WaitUs', ours: 'ours-weblocks', base: 'weblocks', target: null, label: 'p99 wait, × shorter' },
+    { case: `6-n${n}`, metric: 'rate', ours: 'ours-weblocks', base: 'wake-ring', target: null, label: 'grants/s, share of the wake bound (the ring)' },
+    { case: `6-n${n}`, metric: 'rate', ours: 'wake-ring', base: 'weblocks', target: null, label: "the wake bound (the ring's passes/s), × Node's Web Locks" },
+    { case: `6-n${n}`, metric: 'rate', ours: 'ours-requestsync', base: 'ours', target: null, label: "acquisitions/s, Web Locks' requestSync (FIFO) ÷ AsyncLock (barging)" }
   ]).concat([
     { case: '6-sem', metric: 'rate', ours: 'semaphore', base: 'semaphore-futex', target: 1 },
     { case: '6-sem', metric: 'p99WaitUs', ours: 'semaphore', base: 'semaphore-futex', target: 1, label: 'p99 wait, × shorter' },

@@ -7,7 +7,9 @@
 // `runExclusive(fn)` ('ours-async') against Web Locks'
 // `locks.request(name, fn)` (where the running Node has them: 24.5+), which
 // has no synchronous form; and the same request over shared-futex/web-locks
-// ('ours-weblocks').
+// ('ours-weblocks'). Synchronously, shared-futex/web-locks' blocking
+// `locks.requestSync(name, fn)` ('ours-requestsync', not in the standard)
+// against the AsyncLock pair.
 //
 // Measured with tinybench: a task is a batch of BATCH pairs; the round's
 // figure is the median batch time / BATCH. Each implementation has its own
@@ -15,6 +17,7 @@
 
 const { oursMissing, webLocksMissing, makeLock, lockBuffer, casPairs } = require('../lib/locks')
 const { nsPerOp } = require('../lib/batches')
+const { ROOT } = require('../lib/impl')
 
 const BATCH = 1000
 
@@ -48,6 +51,14 @@ const tasks = {
     const critical = () => {}
     return async () => {
       for (let i = 0; i < BATCH; i++) await lock.runExclusive(critical)
+    }
+  },
+  'ours-requestsync' () {
+    const { locks } = require(`${ROOT}/web-locks`)
+    const name = `shared-futex-bench-sync-${new Int32Array(lockBuffer())[8]}`
+    const critical = () => {}
+    return () => {
+      for (let i = 0; i < BATCH; i++) locks.requestSync(name, critical)
     }
   },
   weblocks () {
@@ -84,7 +95,7 @@ module.exports = {
   title: 'Lock, uncontended',
   available: () => oursMissing(),
   cases: [
-    { id: '5-uncontended', label: 'lock+unlock, one thread', impls: ['ours', 'cas', 'blog'], metrics: METRICS, measure },
+    { id: '5-uncontended', label: 'lock+unlock, one thread', impls: ['ours', 'cas', 'blog', 'ours-requestsync'], metrics: METRICS, measure },
     {
       id: '5-async',
       label: 'async lock+unlock, one thread',
@@ -97,6 +108,7 @@ module.exports = {
   comparisons: [
     { case: '5-uncontended', metric: 'nsPerPair', ours: 'ours', base: 'cas', ratio: 'ours/base', op: '<=', target: 1.5, label: 'time, ours ÷ bare CAS pair' },
     { case: '5-uncontended', metric: 'nsPerPair', ours: 'ours', base: 'blog', target: null, label: 'speed, × the blog lock' },
+    { case: '5-uncontended', metric: 'nsPerPair', ours: 'ours-requestsync', base: 'ours', ratio: 'ours/base', op: '<=', target: 2, label: "time, Web Locks' requestSync ÷ AsyncLock's pair" },
     { case: '5-async', metric: 'nsPerPair', ours: 'ours-async', base: 'weblocks', target: null, label: 'speed, × Web Locks' },
     { case: '5-async', metric: 'nsPerPair', ours: 'ours-weblocks', base: 'weblocks', target: 10, label: 'speed, × Node\'s Web Locks' }
   ]

@@ -1,7 +1,8 @@
 'use strict'
 // A worker of scenario 6: takes the lock in a loop, with blocking lock() for
-// the locks that have one, with executeLocked (async) for Web Locks.
-// workerData: impl ('ours' | 'blog' | 'weblocks' | 'ours-weblocks'), lockSab, counter
+// the locks that have one (requestSync for 'ours-requestsync'), with
+// executeLocked (async) for Web Locks and the wake ring.
+// workerData: impl ('ours' | 'blog' | 'weblocks' | 'ours-weblocks' | 'wake-ring' | 'ours-requestsync'), lockSab, counter
 // (Int32Array), ms, ctl. Posts { count, total, maxWaitMs, hist }.
 
 const { workerData, parentPort } = require('worker_threads')
@@ -21,8 +22,9 @@ if (impl === 'weblocks') {
     clearInterval(alive)
     parentPort.postMessage(r)
   })
-} else if (impl === 'ours-weblocks') {
-  // A pending request of shared-futex/web-locks keeps its thread alive.
+} else if (impl === 'ours-weblocks' || impl === 'wake-ring') {
+  // A pending request of shared-futex/web-locks keeps its thread alive (and
+  // the ring's waitAsync is made to).
   contendAsync(lock, counter, from, from + ms).then((r) => parentPort.postMessage(r))
 } else {
   parentPort.postMessage(contendSync(lock, counter, from, from + ms))
