@@ -25,10 +25,11 @@ const FIXTURE = path.join(__dirname, 'fixtures', 'web-locks-kill.js')
 const HARD_TIMEOUT = 120000
 
 // Known defects, by the windows a vm timeout finds (docs/web-locks.md,
-// "Threads that end"): the interrupted rounds of a scenario whose victim
-// reaches one of them are marked todo with its name.
+// "Threads that end"): the vm rounds of a scenario whose victim reaches one
+// of them are marked todo with its name. With them, a run ends at its first
+// stranded round.
 const SYNC_WINDOW = 'requestSync stopped while it blocks, in its callback, or between its grant and its release keeps the lock'
-const REQUEST_WINDOW = 'request() stopped between webLockRequest and the setup of its continuation keeps the lock (or its later grant throws in the delivery)'
+const REQUEST_WINDOW = 'request() stopped after the addon made the request and before its continuation is set up keeps the lock or the queued request (and its grant then throws in the delivery)'
 
 // [scenario, vm-timeout rounds, terminate() rounds, todo of the interrupted rounds]
 const SCENARIOS = [
@@ -59,7 +60,6 @@ describe('Web Locks: a thread stopped at a random point strands nobody (child pr
   for (const [name, interruptions, terminations, todo] of SCENARIOS) {
     test(`${name}: the victim's worker terminated`, { timeout: HARD_TIMEOUT + 10000 }, (t) =>
       run(t, name, 0, terminations))
-    // A known defect ends the child at its first stranded round.
     const env = todo ? { WEB_LOCKS_KILL_MAX_STRANDED: '1' } : {}
     test(`${name}: the victim stopped by a vm timeout, living on`, { timeout: HARD_TIMEOUT + 10000, todo }, (t) =>
       run(t, name, interruptions, 0, env))
