@@ -1,0 +1,67 @@
+'use strict'
+// Web Locks: a thread stopped at a random point strands nobody. A holder
+// thread that ends releases its locks and the next request is granted; its
+// pending requests vanish; a callback that throws releases; no two holders
+// at once where the spec allows one (docs/web-locks.md, "Threads that end").
+//
+// Each scenario runs in its own child process with a hard timeout, one after
+// the other (fixtures/web-locks-kill.js: what a round does; the victim's
+// steps and the in-section check are in fixtures/web-locks-kill-steps.js).
+// Its victim is stopped either by a vm timeout, in a worker that lives on
+// (nothing gives back what it holds: the library must not leave a lock held
+// or a request queued for ever because its own JavaScript was stopped
+// between two steps), or by worker.terminate(). The sleepers wait without a
+// timeout; a deadline that only a stranded round reaches counts it. Every
+// round draws its own random points from the seed, printed with any
+// failure; repeat a run with
+//   node __test__/fixtures/web-locks-kill.js <scenario> <interruptions> <terminations> <seed>
+const assert = require('assert')
+const path = require('path')
+const { test, describe } = require('./harness')
+const { runChild, transcript } = require('./util')
+const { kind } = require('./subject')
+
+const FIXTURE = path.join(__dirname, 'fixtures', 'web-locks-kill.js')
+const HARD_TIMEOUT = 120000
+
+// Known defects, by the windows a vm timeout finds (docs/web-locks.md,
+// "Threads that end"): the vm rounds of a scenario whose victim reaches one
+// of them are marked todo with its name. With them, a run ends at its first
+// stranded round.
+const SYNC_WINDOW = 'requestSync stopped while it blocks, in its callback, or between its grant and its release keeps the lock'
+const REQUEST_WINDOW = 'request() stopped after the addon made the request and before its continuation is set up keeps the lock or the queued request (and its grant then throws in the delivery)'
+
+// [scenario, vm-timeout rounds, terminate() rounds, todo of the interrupted rounds]
+const SCENARIOS = [
+  ['request', 500, 40, REQUEST_WINDOW],
+  ['request-sync', 500, 40, SYNC_WINDOW],
+  ['steal', 500, 40, `${REQUEST_WINDOW}; ${SYNC_WINDOW}`],
+  ['mixed', 500, 40, `${REQUEST_WINDOW}; ${SYNC_WINDOW}`]
+]
+
+const moduleOnly = kind === 'module' ? {} : { skip: 'Web Locks are the module\'s' }
+
+async function run (t, name, interruptions, terminations, env) {
+  const seed = Math.floor(Math.random() * 1e9)
+  const r = await runChild([FIXTURE, name, String(interruptions), String(terminations), String(seed)], { timeoutMs: HARD_TIMEOUT, env })
+  assert.ok(!r.timedOut && r.code === 0 && r.result, `seed ${seed}: ${transcript(r)}`)
+  const res = r.result
+  const rounds = res.rounds.interrupt + res.rounds.terminate
+  const line = `${name}: ${rounds} rounds (${res.rounds.interrupt} interrupted, ${res.rounds.terminate} terminated), ` +
+    `${res.stranded} stranded, ${res.overlaps} overlaps, ${res.unresolved} unresolved, ${res.ms} ms, seed ${seed}`
+  if (typeof t.diagnostic === 'function') t.diagnostic(line)
+  assert.deepStrictEqual(res.errors, [], `seed ${seed}: errors in the child\n${transcript(r)}`)
+  assert.deepStrictEqual({ stranded: res.strandedRounds, violations: res.violations }, { stranded: [], violations: [] },
+    `seed ${seed}: ${line}`)
+  assert.deepStrictEqual(res.rounds, { interrupt: interruptions, terminate: terminations }, 'every round ran')
+}
+
+describe('Web Locks: a thread stopped at a random point strands nobody (child processes)', moduleOnly, () => {
+  for (const [name, interruptions, terminations, todo] of SCENARIOS) {
+    test(`${name}: the victim's worker terminated`, { timeout: HARD_TIMEOUT + 10000 }, (t) =>
+      run(t, name, 0, terminations))
+    const env = todo ? { WEB_LOCKS_KILL_MAX_STRANDED: '1' } : {}
+    test(`${name}: the victim stopped by a vm timeout, living on`, { timeout: HARD_TIMEOUT + 10000, todo }, (t) =>
+      run(t, name, interruptions, 0, env))
+  }
+})
