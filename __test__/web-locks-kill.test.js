@@ -39,6 +39,15 @@ const SCENARIOS = [
   ['mixed', 500, 40, `${REQUEST_WINDOW}; ${SYNC_WINDOW}`]
 ]
 
+// The userland `test` port (Node 12, 14) exits with code 1 when a todo
+// test fails, as these do; there they are skipped with the defect's name.
+let todoFailsRun = false
+try {
+  require('node:test')
+} catch (e) {
+  todoFailsRun = true
+}
+
 const moduleOnly = kind === 'module' ? {} : { skip: 'Web Locks are the module\'s' }
 
 async function run (t, name, interruptions, terminations, env) {
@@ -61,7 +70,8 @@ describe('Web Locks: a thread stopped at a random point strands nobody (child pr
     test(`${name}: the victim's worker terminated`, { timeout: HARD_TIMEOUT + 10000 }, (t) =>
       run(t, name, 0, terminations))
     const env = todo ? { WEB_LOCKS_KILL_MAX_STRANDED: '1' } : {}
-    test(`${name}: the victim stopped by a vm timeout, living on`, { timeout: HARD_TIMEOUT + 10000, todo }, (t) =>
+    const known = !todo ? {} : todoFailsRun ? { skip: `known defect (a todo, which this runner counts as a failure): ${todo}` } : { todo }
+    test(`${name}: the victim stopped by a vm timeout, living on`, Object.assign({ timeout: HARD_TIMEOUT + 10000 }, known), (t) =>
       run(t, name, interruptions, 0, env))
   }
 })
