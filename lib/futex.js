@@ -379,6 +379,13 @@ function conditionRelocked (ta, index, passOn) {
   return binding.conditionRelocked(ta, index, copyBase, passOn)
 }
 
+// A slot of this copy (its resolver made if need be): where a blocking
+// condition sleeper keeps a wake-up on record (conditionWaitRelock's `keep`).
+function recordSlot () {
+  if (copyBase < 0) copyBase = binding.initAsync(deliver) * LOCAL_SLOTS
+  return copyBase
+}
+
 // The auto-reset event word ta[index]: 0 if it took the signal now.
 function eventAsync (ta, index, timeout) {
   return parkAsync(ta, (slot) => binding.autoEventWaitAsync(ta, index, timeout, slot))
@@ -536,6 +543,7 @@ module.exports = {
     semaphoreAsync,
     conditionAsync,
     conditionRelocked,
+    recordSlot,
     eventAsync,
     protocolAsync,
     cancelAsync,
