@@ -7,7 +7,7 @@
 //   0    AsyncLock (8)              every read or write of the indices below
 //   8    Condition NOT_EMPTY (8)    receivers wait here for a message
 //   16   Condition NOT_FULL (8)     senders wait here for space
-//   24   int32 header: MAGIC, CAPACITY, CODEC, CLOSED, WRITE, READ
+//   24   int32 header: MAGIC, CAPACITY, CODEC, CLOSED, WRITE, READ, NEED
 //   64   the ring: CAPACITY bytes (a multiple of 4)
 //
 // WRITE and READ are positions in [0, 2·CAPACITY): the byte at position p is
@@ -26,21 +26,26 @@
 // still at READ and goes to the next receiver. The next locker is told
 // (OWNER_DIED) and checks the header and the chain of frames (`recover`).
 //
-// Waking: each send wakes one receiver (it added one message); a receive
-// that leaves at least half the ring free wakes every sender (each needs
-// its own amount of space; waking them at every receive of a full ring
-// would cost a wake-up per message); close() wakes everyone. A waiter also looks again every RECHECK ms on its own: a thread
-// that dies between committing and notifying, or after being woken and
-// before taking the message, leaves no one asleep for ever (docs/channel.md).
+// Waking: each send wakes one receiver (it adds one message); a receive
+// that makes room for the smallest message a sleeping sender waits to send
+// (NEED) wakes every sender; close() wakes everyone. Every wake-up is made
+// under the lock, before the store that commits the change it announces: a
+// thread stopped between the two holds the lock, and whoever it woke takes
+// the lock over from it (OWNER_DIED) and looks. A receiver woken by a send
+// keeps that wake-up on its thread's record until it has taken a message,
+// so that its thread's end passes it on. No waiter needs to look again on a
+// timer (docs/channel.md, "Why nobody sleeps through a death").
 const v8 = require('v8')
 const { types } = require('util')
 const { Atomics, checkCanBlock } = require('./host')
 const { AsyncLock } = require('./lock')
-const { Condition } = require('./condition')
+const { Condition, internal: conditionInternal } = require('./condition')
 const {
   OWNER_DIED, DeadlockError, ChannelClosedError, ChannelTimeoutError, abortError
 } = require('./errors')
 const { show, timeoutOf, asyncOptions, deadlineOf, timeLeft } = require('./options')
+
+const { waitKeeping, waitAsyncKeeping, done, DIED, KEPT } = conditionInternal
 
 const NOT_EMPTY_AT = 8
 const NOT_FULL_AT = 16
@@ -50,15 +55,16 @@ const H_CODEC = 8
 const H_CLOSED = 9
 const H_WRITE = 10
 const H_READ = 11
+// The frame size of the smallest message a sender that went to sleep waits
+// to send (0: none); set under the lock before sleeping, cleared by the
+// receive that wakes them. A stale one (its sender gone) costs one notify.
+const H_NEED = 12
 const DATA_AT = 64
 const MAGIC = 0x4e414843 // 'CHAN'
 
 const MIN_BYTES = 8
 const MAX_BYTES = 0x40000000 // 2·CAPACITY stays below 2^31
 const DEFAULT_BYTES = 65536
-// ms: the longest a waiter sleeps without looking again (tests may change it,
-// per thread, through `internal.setRecheck`)
-let RECHECK = 250
 const LENGTH = 4 // bytes of a frame's length
 
 const CODECS = ['v8', 'bytes', 'string']
@@ -186,13 +192,21 @@ function copyOut (s, at, n) {
   return out
 }
 
-// A send step: WAIT, or true once the message is committed.
+// A send step: WAIT (after noting the room it needs in NEED), or true once
+// the message is committed.
 function put (s, msg) {
-  s.wakeSenders = false
-  if (Atomics.load(s.header, H_CLOSED) !== 0) throw new ChannelClosedError('Channel: send on a closed channel')
-  const w = Atomics.load(s.header, H_WRITE)
+  const h = s.header
+  if (Atomics.load(h, H_CLOSED) !== 0) throw new ChannelClosedError('Channel: send on a closed channel')
+  const w = Atomics.load(h, H_WRITE)
   const size = frameBytes(msg.bytes)
-  if (s.capacity - inUse(s, w, Atomics.load(s.header, H_READ)) < size) return WAIT
+  if (s.capacity - inUse(s, w, Atomics.load(h, H_READ)) < size) {
+    const need = Atomics.load(h, H_NEED)
+    if (need === 0 || size < need) Atomics.store(h, H_NEED, size)
+    return WAIT
+  }
+  // The wake-up the message owes, before its commit: stopped in between,
+  // this thread holds the lock, and the woken receiver takes it over.
+  s.notEmpty.notifyOne()
   const at = offsetOf(s, w)
   s.u32[at >> 2] = msg.bytes
   const body = at + LENGTH === s.capacity ? 0 : at + LENGTH
@@ -203,7 +217,7 @@ function put (s, msg) {
   } else {
     copyIn(s, body, Buffer.from(msg.value, 'utf8'))
   }
-  Atomics.store(s.header, H_WRITE, advance(s, w, size)) // the commit
+  Atomics.store(h, H_WRITE, advance(s, w, size)) // the commit
   return true
 }
 
@@ -218,15 +232,20 @@ function take (s) {
   const at = offsetOf(s, r)
   const n = s.u32[at >> 2]
   const body = at + LENGTH === s.capacity ? 0 : at + LENGTH
+  const next = advance(s, r, frameBytes(n))
+  // Senders that sleep for room this receive makes are woken before its
+  // commit (as a send wakes a receiver), then NEED is cleared: stopped
+  // before the clear, they were woken; after it, they were too, and note
+  // their need again if they must sleep again.
+  const need = Atomics.load(s.header, H_NEED)
+  if (need !== 0 && s.capacity - inUse(s, Atomics.load(s.header, H_WRITE), next) >= need) {
+    s.notFull.notifyAll()
+    Atomics.store(s.header, H_NEED, 0)
+  }
   const out = s.codec === STRING && body + n <= s.capacity
     ? s.buf.toString('utf8', body, body + n)
     : copyOut(s, body, n)
-  const next = advance(s, r, frameBytes(n))
   Atomics.store(s.header, H_READ, next) // the commit
-  // Senders are woken once at least half the ring is free (or, for a
-  // message larger than that, whenever it could fit): not after every
-  // receive, which would wake a sender of a full ring for every message.
-  s.wakeSenders = 2 * (s.capacity - inUse(s, Atomics.load(s.header, H_WRITE), next)) >= s.capacity
   return out
 }
 
@@ -268,27 +287,43 @@ function lockBlocking (s) {
 }
 
 // Runs step(s) under the lock until it answers something other than WAIT,
-// sleeping on `cond` in between (at most RECHECK ms at a time).
+// sleeping on `cond` in between. A receiver (cond NOT_EMPTY) keeps a send's
+// wake-up on its thread's record until it has taken a message, or found
+// none to take; given up (an error) it goes to the next sleeper.
 function blocking (s, what, timeout, cond, step, arg) {
   const deadline = deadlineOf(timeout)
+  const keep = cond === s.notEmpty
+  let kept = false
   let result
-  let wake = false
   lockBlocking(s)
   try {
     for (;;) {
       result = step(s, arg)
-      if (result !== WAIT) {
-        wake = s.wakeSenders
-        break
+      if (result !== WAIT) break
+      if (kept) {
+        kept = false
+        done(cond, false) // nothing to take: the message went to another receiver
       }
       const left = timeLeft(deadline)
       if (left <= 0) throw new ChannelTimeoutError(`${what}: timed out after ${timeout} ms`)
-      if (cond.wait(s.lock, Math.min(left, RECHECK)) === OWNER_DIED) recover(s)
+      if (keep) {
+        const r = waitKeeping(cond, s.lock, left)
+        kept = (r & KEPT) !== 0
+        if ((r & DIED) !== 0) recover(s)
+      } else if (cond.wait(s.lock, left) === OWNER_DIED) {
+        recover(s)
+      }
     }
+  } catch (e) {
+    if (kept) {
+      kept = false
+      done(cond, true)
+    }
+    throw e
   } finally {
     s.lock.unlock()
   }
-  if (wake) s.notFull.notifyAll()
+  if (kept) done(cond, false)
   return result
 }
 
@@ -298,27 +333,41 @@ async function nonBlocking (s, what, opts, cond, step, arg) {
   const deadline = deadlineOf(opts.timeout)
   const lockOptions = signal === undefined ? undefined : { signal }
   const release = await s.lock.lockAsync(lockOptions)
+  const keep = cond === s.notEmpty
+  let kept = false
   let result
-  let wake = false
   try {
     if (release.ownerDied) recover(s)
     for (;;) {
       result = step(s, arg)
-      if (result !== WAIT) {
-        wake = s.wakeSenders
-        break
+      if (result !== WAIT) break
+      if (kept) {
+        kept = false
+        done(cond, false)
       }
       const left = timeLeft(deadline)
       if (left <= 0) throw new ChannelTimeoutError(`${what}: timed out after ${opts.timeout} ms`)
       if (signal !== undefined && signal.aborted) throw abortError(signal)
       // Rejects with AbortError only once the lock is held again.
-      const r = await cond.waitAsync(s.lock, { timeout: Math.min(left, RECHECK), signal })
-      if (r === OWNER_DIED) recover(s)
+      const wait = { timeout: left, signal }
+      if (keep) {
+        const r = await waitAsyncKeeping(cond, s.lock, wait)
+        kept = (r & KEPT) !== 0
+        if ((r & DIED) !== 0) recover(s)
+      } else if (await cond.waitAsync(s.lock, wait) === OWNER_DIED) {
+        recover(s)
+      }
     }
+  } catch (e) {
+    if (kept) {
+      kept = false
+      done(cond, true)
+    }
+    throw e
   } finally {
     release()
   }
-  if (wake) s.notFull.notifyAll()
+  if (kept) done(cond, false)
   return result
 }
 
@@ -333,7 +382,6 @@ function attempt (s, step, arg) {
   } finally {
     s.lock.unlock()
   }
-  if (result !== WAIT && s.wakeSenders) s.notFull.notifyAll()
   return result
 }
 
@@ -357,8 +405,7 @@ class Channel {
       notFull: new Condition(buffer, NOT_FULL_AT),
       u8: new Uint8Array(buffer, DATA_AT, base.capacity),
       u32: new Uint32Array(buffer, DATA_AT, base.capacity / 4),
-      buf: Buffer.from(buffer, DATA_AT, base.capacity),
-      wakeSenders: false // set by each step: whether to wake the senders after it
+      buf: Buffer.from(buffer, DATA_AT, base.capacity)
     }
   }
 
@@ -376,7 +423,6 @@ class Channel {
     const msg = encode(s, value, 'Channel.send')
     checkCanBlock('Channel.send')
     blocking(s, 'Channel.send', timeout, s.notFull, put, msg)
-    s.notEmpty.notifyOne()
   }
 
   /** Blocks while the ring is empty. Throws ChannelClosedError once closed and drained. */
@@ -406,14 +452,9 @@ class Channel {
       } catch (e) {
         return Promise.reject(e)
       }
-      if (r !== WAIT) {
-        s.notEmpty.notifyOne()
-        return Promise.resolve()
-      }
+      if (r !== WAIT) return Promise.resolve()
     }
-    return nonBlocking(s, 'Channel.sendAsync', opts, s.notFull, put, msg).then(() => {
-      s.notEmpty.notifyOne()
-    })
+    return nonBlocking(s, 'Channel.sendAsync', opts, s.notFull, put, msg).then(() => {})
   }
 
   recvAsync (options) {
@@ -439,9 +480,7 @@ class Channel {
   trySend (value) {
     const s = this[STATE]
     const msg = encode(s, value, 'Channel.trySend')
-    if (attempt(s, put, msg) === WAIT) return false
-    s.notEmpty.notifyOne()
-    return true
+    return attempt(s, put, msg) !== WAIT
   }
 
   /** A message if one is ready now, else Channel.EMPTY. Throws ChannelClosedError once closed and drained. */
@@ -459,19 +498,21 @@ class Channel {
    */
   close () {
     const s = this[STATE]
-    Atomics.store(s.header, H_CLOSED, 1)
-    s.notEmpty.notifyAll()
-    s.notFull.notifyAll()
-    // A waiter that read CLOSED before the store above and has not yet gone
-    // to sleep holds the lock: once the lock was free after the store, every
-    // such waiter is asleep and the second notify reaches it.
     let status
     try {
       status = s.lock.lock()
     } catch (e) {
       if (!(e instanceof DeadlockError)) throw e
-      // An async call of this thread holds or is handed the lock: it looks
-      // at CLOSED after this call; the others are woken once it gets the lock.
+      // An async call of this thread holds the lock or is about to be given
+      // it, so this cannot take it: mark the channel closed and wake
+      // everyone now, and once more when that call has let the lock go (a
+      // waiter that read CLOSED before the store and had not yet gone to
+      // sleep was holding the lock then).
+      s.notEmpty.notifyAll()
+      s.notFull.notifyAll()
+      Atomics.store(s.header, H_CLOSED, 1)
+      s.notEmpty.notifyAll()
+      s.notFull.notifyAll()
       s.lock.lockAsync().then((release) => {
         release()
         s.notEmpty.notifyAll()
@@ -481,11 +522,15 @@ class Channel {
     }
     try {
       if (status === OWNER_DIED) recover(s)
+      // Under the lock, the wake-ups first and the store after them: a
+      // waiter woken here looks only once the lock is free, and a thread
+      // stopped between the two holds the lock, which its waiters take over.
+      s.notEmpty.notifyAll()
+      s.notFull.notifyAll()
+      Atomics.store(s.header, H_CLOSED, 1)
     } finally {
       s.lock.unlock()
     }
-    s.notEmpty.notifyAll()
-    s.notFull.notifyAll()
   }
 
   /** Blocking iteration: ends once closed and drained. */
@@ -519,10 +564,4 @@ class Channel {
 
 Channel.EMPTY = EMPTY
 
-function setRecheck (ms) {
-  const previous = RECHECK
-  RECHECK = ms
-  return previous
-}
-
-module.exports = { Channel, internal: { setRecheck, NOT_EMPTY_AT, NOT_FULL_AT } }
+module.exports = { Channel, internal: { NOT_EMPTY_AT, NOT_FULL_AT, H_NEED } }
