@@ -68,6 +68,22 @@ describe('createSyncFn / serveSync', () => {
     assert.match(none.message, /did not call serveSync/)
   })
 
+  test('a worker that dies at once, does not parse, or whose preload throws or exits: SyncWorkerError, never a hang (calls without a timeout)', T, async () => {
+    const exit = await run('exit-at-load')
+    assert.strictEqual(exit.code, 'ERR_SYNC_WORKER')
+    assert.match(exit.message, /exited: the worker called process\.exit\(0\)/)
+    const syntax = await run('syntax-error')
+    assert.strictEqual(syntax.code, 'ERR_SYNC_WORKER')
+    assert.match(syntax.message, /failed to start: /)
+    assert.strictEqual(syntax.cause.ctor, 'SyntaxError')
+    const preloadThrows = await run('preload-throws')
+    assert.strictEqual(preloadThrows.code, 'ERR_SYNC_WORKER')
+    assert.match(preloadThrows.message, /failed to start: preload throws/)
+    const preloadExits = await run('preload-exits')
+    assert.strictEqual(preloadExits.code, 'ERR_SYNC_WORKER')
+    assert.match(preloadExits.message, /exited: the worker called process\.exit\(5\)/)
+  })
+
   test('a worker that exits during a call (process.exit), or whose thread ends without a word, wakes the caller', T, async () => {
     const exit = await run('process-exit')
     assert.strictEqual(exit.during.code, 'ERR_SYNC_WORKER')

@@ -25,6 +25,7 @@ const { show, timeoutOf, deadlineOf, timeLeft } = require('./options')
 
 const SERVE = Symbol.for('shared-futex.serveSync')
 const BOOT = path.join(__dirname, 'sync-worker.js')
+const PRELOAD = path.join(__dirname, 'sync-preload.js')
 const SLICE = 100 // ms between looks at the worker's thread
 const DEFAULT_BYTES = 1 << 20
 const REASONS = {
@@ -157,9 +158,22 @@ function createSyncFn (workerPath, options) {
     gone.cause === undefined ? undefined : { cause: gone.cause })
 
   function start () {
-    worker = new Worker(BOOT, Object.assign({}, opts.workerOptions, {
+    const options = Object.assign({}, opts.workerOptions, {
       workerData: { file, requests: requests.handle, answers: answers.handle }
-    }))
+    })
+    // lib/sync-preload.js before any other preload of the worker (those of
+    // its execArgv: by default the parent's), so that a preload that throws
+    // or exits is reported, and the thread is in the registry of ended
+    // threads before anything of the caller's runs. Where Node refuses that
+    // execArgv (a V8 flag inherited from the parent), without it: the
+    // worker's own script loads the same module first.
+    const execArgv = opts.workerOptions.execArgv === undefined ? process.execArgv : opts.workerOptions.execArgv
+    try {
+      worker = new Worker(BOOT, Object.assign({}, options, { execArgv: ['--require', PRELOAD].concat(execArgv) }))
+    } catch (e) {
+      if (e.code !== 'ERR_WORKER_INVALID_EXEC_ARGV') throw e
+      worker = new Worker(BOOT, options)
+    }
     tid = worker.threadId
     worker.unref()
     // Between calls the event loop runs: note what happened to the worker.

@@ -1,0 +1,79 @@
+'use strict'
+// The first module of the worker behind createSyncFn (lib/sync-call.js),
+// loaded with --require before any other preload and before the worker's
+// script (lib/sync-worker.js): it loads the package, so that the thread is
+// in the registry of ended threads as soon as anything of the caller's runs
+// in it, and reports on the answers channel (id 0) when the worker cannot
+// serve: something failed to load or never called serveSync ('start'), an
+// error escaped outside a call ('uncaught'), or it called process.exit
+// ('exit'). A thread ended by terminate() reports nothing: the caller sees
+// it in the registry of ended threads.
+const { workerData } = require('worker_threads')
+const { Channel } = require('./channel')
+const { ChannelClosedError } = require('./errors')
+const { internal } = require('./sync-call')
+
+const { toRecord, SERVE } = internal
+const requests = new Channel(workerData.requests)
+const answers = new Channel(workerData.answers)
+let serving = false
+let reported = false
+
+function report (reason, e) {
+  if (reported) return
+  reported = true
+  try {
+    answers.send([0, reason, toRecord(e)], { timeout: 1000 })
+  } catch {
+    // The caller finds the thread ended all the same.
+  }
+}
+
+function answer (msg) {
+  try {
+    answers.send(msg)
+  } catch (e) {
+    if (e instanceof ChannelClosedError) return
+    // The value does not serialize, or does not fit: the call fails with that.
+    answers.send([msg[0], false, toRecord(e)])
+  }
+}
+
+async function serve (fn) {
+  for (;;) {
+    let request
+    try {
+      request = await requests.recvAsync()
+    } catch (e) {
+      if (e instanceof ChannelClosedError) return
+      throw e
+    }
+    const id = request[0]
+    let msg
+    try {
+      msg = [id, true, await fn(...request[1])]
+    } catch (e) {
+      msg = [id, false, toRecord(e)]
+    }
+    answer(msg)
+  }
+}
+
+globalThis[SERVE] = (fn) => {
+  if (serving) throw new Error('serveSync: called twice in one worker')
+  serving = true
+  serve(fn).catch((e) => {
+    report('uncaught', e)
+    process.exit(1)
+  })
+}
+
+process.on('uncaughtException', (e) => {
+  report(serving ? 'uncaught' : 'start', e)
+  process.exit(1)
+})
+process.on('exit', (code) => {
+  report('exit', new Error(`the worker called process.exit(${code})`))
+})
+
+module.exports = { report, serving: () => serving }
