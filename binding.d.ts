@@ -93,15 +93,8 @@ export declare function conditionWaitAsync(ta: unknown, index: number, seen: num
  * end of its relock passes the wake-up on (`RawCondvar::wait_relock`):
  * with the relock as a second call, a stop inside it, or between the two,
  * lost the wake-up.
- *
- * With `keep` (a slot of this thread's copy of the JavaScript layer), a
- * notify's wake-up the caller returns with stays on that copy's record
- * until `conditionRelocked`, as an async sleeper's does, and the answer
- * has `KEPT` added: a caller that acts on the wake-up in later steps (a
- * channel's receiver taking the message it was woken for) does not take
- * it along if its thread stops before it is done.
  */
-export declare function conditionWaitRelock(ta: unknown, index: number, seen: number, timeout: number, lta: unknown, lindex: number, me: number, keep?: number | undefined | null): number
+export declare function conditionWaitRelock(ta: unknown, index: number, seen: number, timeout: number, lta: unknown, lindex: number, me: number): number
 
 export declare function diagnostics(): Diagnostics
 

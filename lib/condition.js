@@ -38,7 +38,7 @@
 // passes on what is recorded.
 const binding = require('./native')
 const { Atomics, checkCanBlock } = require('./host')
-const { conditionAsync, conditionRelocked, cancelAsync, recordSlot } = require('./futex').internal
+const { conditionAsync, conditionRelocked, cancelAsync } = require('./futex').internal
 const { internal: lockInternal } = require('./lock')
 const { ACQUIRED, OWNER_DIED, LockOwnershipError, DeadlockError, abortError } = require('./errors')
 const { sharedView, timeoutOf, asyncOptions } = require('./options')
@@ -55,8 +55,6 @@ const SLEPT_TIMED_OUT = 1
 const RELOCK_STATUS = [ACQUIRED, OWNER_DIED]
 const RELOCK_INTERRUPTED = 2
 const RELOCK_DEADLOCK = 3
-// Added to conditionWaitRelock's answer when the wake-up is kept on record.
-const NATIVE_KEPT = 8
 
 function checkHeld (lta, what) {
   if (!heldByThisThread(lta)) throw new LockOwnershipError(`${what}: the lock must be held by this thread`)
@@ -116,7 +114,7 @@ function sleep (ta, seen, timeout, signal) {
 // is held again. A notify's wake-up ('ok') leaves this thread's record then,
 // or goes on to the next sleeper if the relock fails (the caller gets the
 // error instead).
-function relock (ta, lta, r, signal, error, keep) {
+function relock (ta, lta, r, signal, error) {
   let relocking
   try {
     relocking = acquireAsync(lta, FOREVER, 'Condition.waitAsync')
@@ -124,7 +122,6 @@ function relock (ta, lta, r, signal, error, keep) {
     relocking = Promise.reject(e)
   }
   return relocking.then((status) => {
-    if (keep) return kept(status, r, signal, error)
     if (r === 'ok') conditionRelocked(ta, SEQ, false)
     // A dead owner's lock taken over is reported here, once, even if the
     // signal fired or the sleep failed: the caller holds the lock and must
@@ -137,64 +134,6 @@ function relock (ta, lta, r, signal, error, keep) {
     if (r === 'ok') conditionRelocked(ta, SEQ, true)
     throw e
   })
-}
-
-// --- waits whose wake-up stays on record (for Channel) ------------------------
-// A caller that acts on a notify's wake-up in later steps of its own, under
-// the lock (a channel's receiver taking the message it was woken for), and
-// whose thread may stop before it is done, keeps the wake-up on its thread's
-// record until it calls `done`: the thread's teardown passes on what is still
-// recorded. Their answer is a number: the bits below.
-const TIMED_OUT = 1
-const DIED = 2 // the relock took the lock over from a dead owner
-const KEPT = 4 // a wake-up is on record: call done() once acted on
-
-// The async relock's answer with keep (relock above): as waitAsync's, as bits.
-function kept (status, r, signal, error) {
-  if (r === 'ok') return KEPT | (status === OWNER_DIED ? DIED : 0)
-  if (status === OWNER_DIED) return DIED
-  if (r === 'failed') throw error
-  if (r === 'aborted') throw abortError(signal)
-  return r === 'timed-out' ? TIMED_OUT : 0
-}
-
-// Condition.wait with the wake-up kept; arguments checked by the caller (the
-// lock held by this thread, `timeout` a number of ms > 0).
-function waitKeeping (cond, lock, timeout) {
-  const lta = viewOf(lock, 'Condition.wait')
-  const ta = cond[VIEW]
-  const seen = Atomics.load(ta, SEQ)
-  release(lta)
-  const r = binding.conditionWaitRelock(ta, SEQ, seen, timeout, lta, WORD, ME, recordSlot())
-  const relocked = (r >>> 1) & 3
-  if (relocked === RELOCK_DEADLOCK) {
-    throw new DeadlockError('Condition.wait: an async acquisition of this thread is queued for the lock (or was just given it); relocking would never end')
-  }
-  const status = relocked === RELOCK_INTERRUPTED ? acquireBlocking(lta, Infinity) : RELOCK_STATUS[relocked]
-  return (r & SLEPT_TIMED_OUT) | (status === OWNER_DIED ? DIED : 0) | ((r & NATIVE_KEPT) !== 0 ? KEPT : 0)
-}
-
-// Condition.waitAsync with the wake-up kept; `opts` as asyncOptions made it.
-function waitAsyncKeeping (cond, lock, opts) {
-  const lta = viewOf(lock, 'Condition.waitAsync')
-  const signal = opts.signal
-  if (signal !== undefined && signal.aborted) return Promise.reject(abortError(signal))
-  const ta = cond[VIEW]
-  const seen = Atomics.load(ta, SEQ)
-  release(lta)
-  let slept
-  try {
-    slept = sleep(ta, seen, opts.timeout, signal)
-  } catch (e) {
-    slept = Promise.reject(e)
-  }
-  return slept.then((r) => relock(ta, lta, r, signal, undefined, true), (e) => relock(ta, lta, 'failed', signal, e, true))
-}
-
-// The wake-up a keeping wait returned with (KEPT) is acted on; with `passOn`,
-// given up to the next sleeper instead.
-function done (cond, passOn) {
-  conditionRelocked(cond[VIEW], SEQ, passOn)
 }
 
 class Condition {
@@ -295,5 +234,5 @@ module.exports = {
   Condition,
   // Internal, for the Atomics.Condition shape: a notify of up to `count`
   // waiters in one step.
-  internal: { notify: signal, waitKeeping, waitAsyncKeeping, done, TIMED_OUT, DIED, KEPT }
+  internal: { notify: signal }
 }

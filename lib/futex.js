@@ -379,13 +379,6 @@ function conditionRelocked (ta, index, passOn) {
   return binding.conditionRelocked(ta, index, copyBase, passOn)
 }
 
-// A slot of this copy (its resolver made if need be): where a blocking
-// condition sleeper keeps a wake-up on record (conditionWaitRelock's `keep`).
-function recordSlot () {
-  if (copyBase < 0) copyBase = binding.initAsync(deliver) * LOCAL_SLOTS
-  return copyBase
-}
-
 // The auto-reset event word ta[index]: 0 if it took the signal now.
 function eventAsync (ta, index, timeout) {
   return parkAsync(ta, (slot) => binding.autoEventWaitAsync(ta, index, timeout, slot))
@@ -543,7 +536,6 @@ module.exports = {
     semaphoreAsync,
     conditionAsync,
     conditionRelocked,
-    recordSlot,
     eventAsync,
     protocolAsync,
     cancelAsync,

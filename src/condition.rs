@@ -36,8 +36,6 @@ const RELOCK_ACQUIRED: u32 = 0;
 const RELOCK_OWNER_DIED: u32 = 1;
 const RELOCK_INTERRUPTED: u32 = 2;
 const RELOCK_DEADLOCK: u32 = 3;
-/// Added to `conditionWaitRelock`'s answer when a wake-up was kept on record.
-const KEPT: u32 = 8;
 
 /// `Condition.wait` after the caller released the lock word `lta[lindex]`:
 /// blocks while the condition word `ta[index]` holds the sequence `seen`,
@@ -52,13 +50,6 @@ const KEPT: u32 = 8;
 /// end of its relock passes the wake-up on (`RawCondvar::wait_relock`):
 /// with the relock as a second call, a stop inside it, or between the two,
 /// lost the wake-up.
-///
-/// With `keep` (a slot of this thread's copy of the JavaScript layer), a
-/// notify's wake-up the caller returns with stays on that copy's record
-/// until `conditionRelocked`, as an async sleeper's does, and the answer
-/// has `KEPT` added: a caller that acts on the wake-up in later steps (a
-/// channel's receiver taking the message it was woken for) does not take
-/// it along if its thread stops before it is done.
 #[napi(js_name = "conditionWaitRelock")]
 #[allow(clippy::too_many_arguments)]
 pub fn condition_wait_relock(
@@ -70,7 +61,6 @@ pub fn condition_wait_relock(
     lta: Unknown,
     lindex: f64,
     me: u32,
-    keep: Option<u32>,
 ) -> Result<u32> {
     // SAFETY: handles of this call.
     let key = unsafe { word(&env, &ta, index)? };
@@ -78,23 +68,10 @@ pub fn condition_wait_relock(
     let lock_key = unsafe { crate::lock::word(&env, &lta, lindex)? };
     let raw_env = env.raw();
     // SAFETY: the array arguments keep both words alive during this blocking call.
-    let (waited, got, holding) = unsafe {
-        CONDVAR.wait_relock_holding(&TABLE, key, seen as u32, deadline(timeout), &LOCK, lock_key, me, SLICE, || {
-            !js_alive(raw_env)
-        })
+    let (waited, got) = unsafe {
+        CONDVAR
+            .wait_relock(&TABLE, key, seen as u32, deadline(timeout), &LOCK, lock_key, me, SLICE, || !js_alive(raw_env))
     };
-    // Kept on record, or (the copy is closing) passed on at once.
-    let kept = holding
-        && match keep {
-            Some(slot) => {
-                let kept = crate::resolver::of_slot(slot).is_some_and(|owner| owner.keep(key));
-                if !kept {
-                    CONDVAR.pass_on(&TABLE, key);
-                }
-                kept
-            }
-            None => false,
-        };
     let relock = match got {
         Acquired::Acquired => RELOCK_ACQUIRED,
         Acquired::OwnerDied => RELOCK_OWNER_DIED,
@@ -103,7 +80,7 @@ pub fn condition_wait_relock(
         // deadline never times out).
         Acquired::Interrupted | Acquired::TimedOut => RELOCK_INTERRUPTED,
     };
-    Ok(relock * 2 + u32::from(waited == Waited::TimedOut) + if kept { KEPT } else { 0 })
+    Ok(relock * 2 + u32::from(waited == Waited::TimedOut))
 }
 
 /// Queues an async waiter in `slot` of this thread's table if the condition

@@ -334,21 +334,6 @@ impl Resolver {
         true
     }
 
-    /// A blocking condition sleeper of this thread returned with a notify's
-    /// wake-up in hand, and its caller is not done with it yet: keep it on
-    /// record like an async sleeper's, until [`Resolver::relocked`] (or
-    /// [`close`], which passes it on). False if this copy is closing (the
-    /// caller then passes it on itself). Must be called on the JS thread.
-    pub fn keep(&self, key: Key) -> bool {
-        let mut inner = self.inner.lock();
-        if inner.closed {
-            return false;
-        }
-        *inner.relocking.entry(key).or_insert(0) += 1;
-        RELOCKING.fetch_add(1, Ordering::Relaxed);
-        true
-    }
-
     /// A waiter of this thread was queued. Must be called on the JS thread,
     /// inside an N-API call.
     pub fn queued(&self, token: Token) {

@@ -173,39 +173,12 @@ impl RawCondvar {
         lock_key: Key,
         me: u32,
         slice: Duration,
-        interrupted: impl FnMut() -> bool,
-    ) -> (Waited, Acquired) {
-        // SAFETY: the caller's duty.
-        let (waited, got, _) =
-            unsafe { self.wait_relock_holding(table, key, seen, deadline, lock, lock_key, me, slice, interrupted) };
-        (waited, got)
-    }
-
-    /// [`RawCondvar::wait_relock`], also telling whether the caller returns
-    /// with a notify's wake-up in hand: it was woken by a notify (not by a
-    /// sequence that had moved on, nor a timeout) and holds the lock. A
-    /// caller that may stop before acting on such a wake-up keeps it on
-    /// record, to be passed on ([`RawCondvar::pass_on`]) if it stops first.
-    ///
-    /// # Safety
-    /// As [`RawCondvar::wait_relock`].
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn wait_relock_holding<D: Fn(u32) -> OwnerState + Sync + 'static>(
-        &'static self,
-        table: &WaitTable,
-        key: Key,
-        seen: u32,
-        deadline: Option<Instant>,
-        lock: &'static RawLock<D>,
-        lock_key: Key,
-        me: u32,
-        slice: Duration,
         mut interrupted: impl FnMut() -> bool,
-    ) -> (Waited, Acquired, bool) {
+    ) -> (Waited, Acquired) {
         // SAFETY: the caller's duty.
         let (waited, woken) = match unsafe { self.sleep(table, key, seen, deadline, slice, &mut interrupted) } {
             // Stopped asleep: the table passed on a wake-up it had taken.
-            WaitResult::Interrupted => return (Waited::Interrupted, Acquired::Interrupted, false),
+            WaitResult::Interrupted => return (Waited::Interrupted, Acquired::Interrupted),
             WaitResult::TimedOut => (Waited::TimedOut, false),
             // The condition protocol waits for nobody's own waiter
             // (`Protocol::waits_for_own`): a deadlock queued nothing, too.
@@ -227,7 +200,7 @@ impl RawCondvar {
         if woken && !used {
             self.pass_on(table, key);
         }
-        (waited, got, woken && used)
+        (waited, got)
     }
 
     /// Queues an async waiter of `owner` with the owner's `token` if the word
