@@ -21,7 +21,7 @@ function startWorker (data) {
   return { worker, box: inbox(worker, `the ${data.role} worker`) }
 }
 
-// How many threads sleep on the channel's NOT_EMPTY / NOT_FULL condition.
+// How many threads sleep on the channel's STATE (receivers and senders alike).
 const sleepers = (ch, at) => futex.queueLength(new Int32Array(ch.handle.buffer, 0, 16), at / 4)
 
 const bytesOf = (n, seed) => Uint8Array.from({ length: n }, (_, i) => (i * 31 + seed) & 255)
@@ -214,7 +214,7 @@ describe('Channel: close', () => {
     ]
     const mainRecv = assert.rejects(rx.recvAsync(), ChannelClosedError)
     const mainSend = assert.rejects(tx.sendAsync(new Uint8Array(4)), (e) => e instanceof ChannelClosedError && e.code === 'ERR_CHANNEL_CLOSED')
-    await until(() => sleepers(rx, internal.NOT_EMPTY_AT) === 3 && sleepers(tx, internal.NOT_FULL_AT) === 2, 'every waiter asleep')
+    await until(() => sleepers(rx, internal.STATE_AT) === 3 && sleepers(tx, internal.STATE_AT) === 2, 'every waiter asleep')
     rx.close()
     tx.close()
     for (const { box } of workers) {
@@ -229,7 +229,7 @@ describe('Channel: close', () => {
     const ch = new Channel({ bytes: 64, codec: 'bytes' })
     ch.send(bytesOf(60, 1)) // full
     const sender = startWorker({ role: 'once', op: 'send', value: bytesOf(60, 2), handle: ch.handle })
-    await until(() => sleepers(ch, internal.NOT_FULL_AT) === 1, 'the sender asleep')
+    await until(() => sleepers(ch, internal.STATE_AT) === 1, 'the sender asleep')
     assert.deepStrictEqual(await ch.recvAsync(), bytesOf(60, 1))
     const o = await sender.box.next('outcome', 10000)
     assert.ok(!o.error, JSON.stringify(o))
@@ -307,7 +307,7 @@ describe('Channel: timeouts and aborts', () => {
     const ch = new Channel()
     const ac = new AbortController()
     const p = ch.recvAsync({ signal: ac.signal })
-    await until(() => sleepers(ch, internal.NOT_EMPTY_AT) === 1, 'the receiver asleep')
+    await until(() => sleepers(ch, internal.STATE_AT) === 1, 'the receiver asleep')
     ac.abort('stop')
     await assert.rejects(p, (e) => e instanceof AbortError && e.code === 'ABORT_ERR' && e.cause === 'stop')
     await assert.rejects(ch.recvAsync({ signal: ac.signal }), AbortError)
