@@ -148,6 +148,8 @@ function createSyncFn (workerPath, options) {
   const opts = syncOptions(options)
   const requests = new Channel({ bytes: opts.bytes, codec: 'v8' })
   const answers = new Channel({ bytes: opts.bytes, codec: 'v8' })
+  // The worker's doorbell where V8 has Atomics.waitAsync: [rung, asleep].
+  const bell = typeof Atomics.waitAsync === 'function' ? new Int32Array(new SharedArrayBuffer(8)) : null
   let worker = null
   let tid = -1
   let gone = null // { reason, cause } once the worker failed or ended
@@ -159,7 +161,7 @@ function createSyncFn (workerPath, options) {
 
   function start () {
     const options = Object.assign({}, opts.workerOptions, {
-      workerData: { file, requests: requests.handle, answers: answers.handle }
+      workerData: { file, requests: requests.handle, answers: answers.handle, bell: bell === null ? undefined : bell.buffer }
     })
     // lib/sync-preload.js before any other preload of the worker (those of
     // its execArgv: by default the parent's), so that a preload that throws
@@ -219,6 +221,12 @@ function createSyncFn (workerPath, options) {
     for (;;) {
       try {
         requests.send(request, { timeout: Math.min(SLICE, Math.max(0, timeLeft(deadline))) })
+        // An idle worker sleeps on its doorbell, not on the channel. (A
+        // caller stopped before ringing leaves nobody waiting for the answer.)
+        if (bell !== null && Atomics.load(bell, 1) !== 0) {
+          Atomics.add(bell, 0, 1)
+          Atomics.notify(bell, 0)
+        }
         break
       } catch (e) {
         if (!(e instanceof ChannelTimeoutError)) throw e

@@ -39,12 +39,42 @@ function answer (msg) {
   }
 }
 
+// The doorbell (lib/sync-call.js): BELL_RUNG moves on with each ring,
+// BELL_ASLEEP says this worker waits for it.
+const bell = workerData.bell === undefined ? null : new Int32Array(workerData.bell)
+const BELL_RUNG = 0
+const BELL_ASLEEP = 1
+
+// The next request: at once if one is there, else after sleeping on the
+// doorbell (V8's own Atomics.waitAsync: a caller's Atomics.notify reaches
+// an idle event loop at less cost than a wake-up through the addon's
+// thread-safe function), or, where there is none, through recvAsync.
+async function next () {
+  if (bell === null) return requests.recvAsync()
+  for (;;) {
+    let request = requests.tryRecv()
+    if (request !== Channel.EMPTY) return request
+    const rung = Atomics.load(bell, BELL_RUNG)
+    Atomics.store(bell, BELL_ASLEEP, 1)
+    // Announced first, then looked again: a caller that committed before
+    // the announcement is seen here, one after it sees the announcement.
+    request = requests.tryRecv()
+    if (request === Channel.EMPTY) await Atomics.waitAsync(bell, BELL_RUNG, rung).value
+    Atomics.store(bell, BELL_ASLEEP, 0)
+    if (request !== Channel.EMPTY) return request
+  }
+}
+
 async function serve (fn) {
+  // V8's Atomics.waitAsync keeps no event loop alive: while serving, a timer
+  // does (as the addon's async waits do for recvAsync).
+  const alive = bell === null ? null : setInterval(() => {}, 0x7fffffff)
   for (;;) {
     let request
     try {
-      request = await requests.recvAsync()
+      request = await next()
     } catch (e) {
+      if (alive !== null) clearInterval(alive)
       if (e instanceof ChannelClosedError) return
       throw e
     }
