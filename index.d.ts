@@ -869,6 +869,13 @@ export interface SyncFnOptions {
   bytes?: number
   /** Options of the Worker (execArgv, env, resourceLimits, …), except workerData and eval. */
   workerOptions?: object
+  /**
+   * Workers behind the function (1 … 64, default 1), all started at the first
+   * call; each call is served by an idle one (one held by a call that timed
+   * out does not hold up the next calls). Any of them failing fails the
+   * function, as one worker's failure does.
+   */
+  workers?: number
 }
 
 /**

@@ -101,6 +101,19 @@ describe('createSyncFn / serveSync', () => {
     assert.strictEqual(r.cause.message, 'stray async throw')
   })
 
+  const HAS_BROADCAST = typeof require('worker_threads').BroadcastChannel === 'function'
+  test('a pool of workers behind one function: the others serve while one is held in a call that timed out; bad sizes', Object.assign({ skip: !HAS_BROADCAST && 'no BroadcastChannel (the test holds a worker with one)' }, T), async () => {
+    const r = await run('pool')
+    assert.strictEqual(r.late, 'ERR_SYNC_CALL_TIMEOUT')
+    // Served while one worker is held (until 'release' reaches it through
+    // another worker): each answer belongs to its own call.
+    assert.deepStrictEqual(r.during, Array.from({ length: 20 }, (_, i) => i))
+    assert.strictEqual(r.released, 'sent')
+    assert.strictEqual(r.after, 42)
+    assert.ok(r.threadsSeen >= 1 && r.threadsSeen <= 3, JSON.stringify(r))
+    assert.deepStrictEqual([r.zero, r.many, r.fraction, r.text], ['RangeError', 'RangeError', 'RangeError', 'TypeError'])
+  })
+
   test('a worker calls another worker synchronously', T, async () => {
     assert.strictEqual(await run('nested'), 42)
   })

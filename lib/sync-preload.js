@@ -40,7 +40,8 @@ function answer (msg) {
 }
 
 // The doorbell (lib/sync-call.js): BELL_RUNG moves on with each ring,
-// BELL_ASLEEP says this worker waits for it.
+// BELL_ASLEEP counts the workers of the pool that wait for it (a worker
+// that dies asleep leaves one too many: its caller rings for nothing).
 const bell = workerData.bell === undefined ? null : new Int32Array(workerData.bell)
 const BELL_RUNG = 0
 const BELL_ASLEEP = 1
@@ -55,12 +56,15 @@ async function next () {
     let request = requests.tryRecv()
     if (request !== Channel.EMPTY) return request
     const rung = Atomics.load(bell, BELL_RUNG)
-    Atomics.store(bell, BELL_ASLEEP, 1)
+    Atomics.add(bell, BELL_ASLEEP, 1)
     // Announced first, then looked again: a caller that committed before
     // the announcement is seen here, one after it sees the announcement.
-    request = requests.tryRecv()
-    if (request === Channel.EMPTY) await Atomics.waitAsync(bell, BELL_RUNG, rung).value
-    Atomics.store(bell, BELL_ASLEEP, 0)
+    try {
+      request = requests.tryRecv()
+      if (request === Channel.EMPTY) await Atomics.waitAsync(bell, BELL_RUNG, rung).value
+    } finally {
+      Atomics.sub(bell, BELL_ASLEEP, 1)
+    }
     if (request !== Channel.EMPTY) return request
   }
 }
