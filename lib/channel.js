@@ -97,8 +97,12 @@ const LENGTH = 4 // bytes of a frame's length
 // always spins (its thread has nothing else to do). An async call spins on
 // its thread's event loop, so each channel object stops doing that in a
 // direction after SPIN_MISSES fruitless spins in a row, and then tries one
-// spin in SPIN_RETRY waits to see whether it pays again.
+// spin of RETRY_SPIN_MS in SPIN_RETRY waits to see whether it pays again
+// (longer than the partner's wake-up: two threads that both sleep in a
+// ping-pong only start spinning again if one of them outlasts the other's
+// wake-up).
 const SPIN_MS = 0.05
+const RETRY_SPIN_MS = 0.2
 const LOCK_SPIN_MS = 0.02
 const SPIN_MISSES = 4
 const SPIN_RETRY = 8
@@ -384,11 +388,13 @@ const canPut = (s, msg) => {
 // spins in a row).
 function spin (s, dir, ready, arg, blocking) {
   const misses = s.misses[dir]
+  let budget = SPIN_MS
   if (misses >= SPIN_MISSES && !blocking) {
     s.misses[dir] = misses + 1
     if ((misses - SPIN_MISSES) % SPIN_RETRY !== SPIN_RETRY - 1) return false
+    budget = RETRY_SPIN_MS
   }
-  const end = performance.now() + SPIN_MS
+  const end = performance.now() + budget
   for (;;) {
     for (let k = 0; k < 32; k++) {
       if (ready(s, arg)) {
