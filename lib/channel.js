@@ -389,7 +389,7 @@ const canPut = (s, msg) => {
 function spin (s, dir, ready, arg, blocking) {
   const misses = s.misses[dir]
   let budget = SPIN_MS
-  if (misses >= SPIN_MISSES && !blocking) {
+  if (misses >= SPIN_MISSES && !(blocking && s.blockingSpinsAlways)) {
     s.misses[dir] = misses + 1
     if ((misses - SPIN_MISSES) % SPIN_RETRY !== SPIN_RETRY - 1) return false
     budget = RETRY_SPIN_MS
@@ -555,7 +555,8 @@ class Channel {
       u8: new Uint8Array(buffer, DATA_AT, base.capacity),
       u32: new Uint32Array(buffer, DATA_AT, base.capacity / 4),
       buf: Buffer.from(buffer, DATA_AT, base.capacity),
-      misses: [0, 0] // per direction (RECV, SEND): see SPIN_MISSES
+      misses: [0, 0], // per direction (RECV, SEND): see SPIN_MISSES
+      blockingSpinsAlways: true // or adapts, as an async call's spin does
     }
   }
 
@@ -712,4 +713,19 @@ class Channel {
 
 Channel.EMPTY = EMPTY
 
-module.exports = { Channel, internal: { STATE_AT, H_NEED, SEND_AT, RECV_AT } }
+// Makes this channel object's blocking calls adapt their spin as async
+// calls do (createSyncFn's caller: the worker it waits for needs a CPU,
+// which a spin that does not pay takes from it).
+function adaptBlockingSpin (ch) {
+  ch[STATE].blockingSpinsAlways = false
+}
+
+// For createSyncFn's worker, between calls: an async receiver's spin, as
+// recvAsync makes it (and stops making it where it does not pay), without
+// receiving. Whether a message (or the end) is there.
+function spinRecv (ch) {
+  const s = ch[STATE]
+  return canTake(s) || spin(s, RECV, canTake)
+}
+
+module.exports = { Channel, internal: { STATE_AT, H_NEED, SEND_AT, RECV_AT, adaptBlockingSpin, spinRecv } }

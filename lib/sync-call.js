@@ -17,7 +17,7 @@ const path = require('path')
 const v8 = require('v8')
 const { Worker } = require('worker_threads')
 const { fileURLToPath } = require('url')
-const { Channel } = require('./channel')
+const { Channel, internal: { adaptBlockingSpin } } = require('./channel')
 const { checkCanBlock } = require('./host')
 const { isThreadAlive } = require('./futex').internal
 const { SyncCallTimeoutError, SyncWorkerError, ChannelTimeoutError } = require('./errors')
@@ -154,6 +154,10 @@ function createSyncFn (workerPath, options) {
   const opts = syncOptions(options)
   const requests = new Channel({ bytes: opts.bytes, codec: 'v8' })
   const answers = new Channel({ bytes: opts.bytes, codec: 'v8' })
+  // The caller spins for the answer only while that pays: a worker woken
+  // on its doorbell often answers later than a spin lasts, and a fruitless
+  // spin takes the CPU that worker needs.
+  adaptBlockingSpin(answers)
   // The workers' doorbell where V8 has Atomics.waitAsync: [rung, asleep
   // (how many workers sleep on it)].
   const bell = typeof Atomics.waitAsync === 'function' ? new Int32Array(new SharedArrayBuffer(8)) : null

@@ -9,7 +9,7 @@
 // ('exit'). A thread ended by terminate() reports nothing: the caller sees
 // it in the registry of ended threads.
 const { workerData } = require('worker_threads')
-const { Channel } = require('./channel')
+const { Channel, internal: { spinRecv } } = require('./channel')
 const { ChannelClosedError } = require('./errors')
 const { internal } = require('./sync-call')
 
@@ -55,6 +55,8 @@ async function next () {
   for (;;) {
     let request = requests.tryRecv()
     if (request !== Channel.EMPTY) return request
+    // Calls that follow each other closely: look for a while first.
+    if (spinRecv(requests) && (request = requests.tryRecv()) !== Channel.EMPTY) return request
     const rung = Atomics.load(bell, BELL_RUNG)
     Atomics.add(bell, BELL_ASLEEP, 1)
     // Announced first, then looked again: a caller that committed before
