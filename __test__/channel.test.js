@@ -22,7 +22,7 @@ function startWorker (data) {
 }
 
 // How many threads sleep on the channel's STATE (receivers and senders alike).
-const sleepers = (ch, at) => futex.queueLength(new Int32Array(ch.handle.buffer, 0, 16), at / 4)
+const sleepers = (ch, at) => futex.queueLength(new Int32Array(ch.handle.buffer, 0, 48), at / 4)
 
 const bytesOf = (n, seed) => Uint8Array.from({ length: n }, (_, i) => (i * 31 + seed) & 255)
 

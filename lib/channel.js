@@ -5,13 +5,13 @@
 // Layout of the buffer (bytes):
 //
 //   0    AsyncLock SEND (8)    senders take turns under it
-//   8    AsyncLock RECV (8)    receivers take turns under it
-//   16   STATE (8, 8-aligned)  two int32 halves, and the 64-bit word every
+//   64   AsyncLock RECV (8)    receivers take turns under it
+//   128  STATE (8, 8-aligned)  two int32 halves, and the 64-bit word every
 //                              waiter sleeps on:
 //          lo   WRITE | CLOSED (bit 30) | RW (bit 31: receivers may sleep)
 //          hi   READ  |                   SW (bit 31: senders may sleep)
-//   24   int32 header: MAGIC, CAPACITY, CODEC, NEED
-//   64   the ring: CAPACITY bytes (a multiple of 4)
+//   136  int32 header: MAGIC, CAPACITY, CODEC, NEED
+//   192  the ring: CAPACITY bytes (a multiple of 4)
 //
 // WRITE and READ are positions in [0, 2·CAPACITY): the byte at position p is
 // ring[p mod CAPACITY], and WRITE − READ (mod 2·CAPACITY) is the number of
@@ -55,20 +55,23 @@ const { enqueueAsync, cancelAsync } = futex.internal
 const { viewOf, WORD, ME } = lockInternal
 const LOCKED_BY_ME = ME * 2 // the lock word of a lock this thread holds, nobody queued
 
+// Each lock on a cache line of its own (64 bytes), and STATE with the
+// read-mostly header on a third: a producer and a consumer each keep their
+// lock's line, and share only STATE's.
 const SEND_AT = 0
-const RECV_AT = 8
-const STATE_AT = 16
+const RECV_AT = 64
+const STATE_AT = 128
 const LO = STATE_AT / 4 // int32 index of lo (hi: LO + 1)
 const HI = LO + 1
 const BIG = STATE_AT / 8 // BigInt64 index of STATE
-const H_MAGIC = 6
-const H_CAPACITY = 7
-const H_CODEC = 8
+const H_MAGIC = 34
+const H_CAPACITY = 35
+const H_CODEC = 36
 // The frame size of the smallest message a sender that went to sleep waits
 // to send (0: none); set before the sender sets SW, cleared by the receive
 // that wakes the senders. A stale one (its sender gone) costs one wake-up.
-const H_NEED = 9
-const DATA_AT = 64
+const H_NEED = 37
+const DATA_AT = 192
 const MAGIC = 0x4e414843 // 'CHAN'
 
 const POS = 0x3fffffff // WRITE / READ
