@@ -771,7 +771,7 @@ export interface ChannelHandle {
 
 /** Options of a new Channel. */
 export interface ChannelOptions<C extends ChannelCodec = ChannelCodec> {
-  /** Bytes of the ring, 8 … 2^30 (rounded up to a multiple of 4; default 65536). A message takes its length + 4, padded to a multiple of 4. */
+  /** Bytes of the ring, 8 … 2^29 (rounded up to a multiple of 4; default 65536). A message takes its length + 4, padded to a multiple of 4. */
   bytes?: number
   /** 'v8' (default): any value v8.serialize accepts; 'bytes': ArrayBufferViews, received as Uint8Array; 'string': strings, as UTF-8. */
   codec?: C
@@ -869,6 +869,13 @@ export interface SyncFnOptions {
   bytes?: number
   /** Options of the Worker (execArgv, env, resourceLimits, …), except workerData and eval. */
   workerOptions?: object
+  /**
+   * Workers behind the function (1 … 64, default 1), all started at the first
+   * call; each call is served by an idle one (one held by a call that timed
+   * out does not hold up the next calls). Any of them failing fails the
+   * function, as one worker's failure does.
+   */
+  workers?: number
 }
 
 /**

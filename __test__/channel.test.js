@@ -21,8 +21,8 @@ function startWorker (data) {
   return { worker, box: inbox(worker, `the ${data.role} worker`) }
 }
 
-// How many threads sleep on the channel's NOT_EMPTY / NOT_FULL condition.
-const sleepers = (ch, at) => futex.queueLength(new Int32Array(ch.handle.buffer, 0, 16), at / 4)
+// How many threads sleep on the channel's STATE (receivers and senders alike).
+const sleepers = (ch, at) => futex.queueLength(new Int32Array(ch.handle.buffer, 0, 48), at / 4)
 
 const bytesOf = (n, seed) => Uint8Array.from({ length: n }, (_, i) => (i * 31 + seed) & 255)
 
@@ -204,37 +204,32 @@ describe('Channel: exactly once under contention', () => {
 
 describe('Channel: close', () => {
   test('close() wakes every blocked receiver and sender, in workers and on the main thread, at once', { timeout: 20000 }, async () => {
-    internal.setRecheck(Infinity) // only a notify can wake the main thread's waiter
-    try {
-      const rx = new Channel({ bytes: 64 })
-      const tx = new Channel({ bytes: 16, codec: 'bytes' })
-      tx.send(new Uint8Array(12)) // full
-      const workers = [
-        startWorker({ role: 'once', op: 'recv', handle: rx.handle, recheck: Infinity }),
-        startWorker({ role: 'once', op: 'recv', handle: rx.handle, recheck: Infinity }),
-        startWorker({ role: 'once', op: 'send', value: new Uint8Array(4), handle: tx.handle, recheck: Infinity })
-      ]
-      const mainRecv = assert.rejects(rx.recvAsync(), ChannelClosedError)
-      const mainSend = assert.rejects(tx.sendAsync(new Uint8Array(4)), (e) => e instanceof ChannelClosedError && e.code === 'ERR_CHANNEL_CLOSED')
-      await until(() => sleepers(rx, internal.NOT_EMPTY_AT) === 3 && sleepers(tx, internal.NOT_FULL_AT) === 2, 'every waiter asleep')
-      rx.close()
-      tx.close()
-      for (const { box } of workers) {
-        const o = await box.next('outcome', 10000)
-        assert.strictEqual(o.error && o.error.code, 'ERR_CHANNEL_CLOSED', JSON.stringify(o))
-      }
-      await mainRecv
-      await mainSend
-    } finally {
-      internal.setRecheck(250)
+    const rx = new Channel({ bytes: 64 })
+    const tx = new Channel({ bytes: 16, codec: 'bytes' })
+    tx.send(new Uint8Array(12)) // full
+    const workers = [
+      startWorker({ role: 'once', op: 'recv', handle: rx.handle }),
+      startWorker({ role: 'once', op: 'recv', handle: rx.handle }),
+      startWorker({ role: 'once', op: 'send', value: new Uint8Array(4), handle: tx.handle })
+    ]
+    const mainRecv = assert.rejects(rx.recvAsync(), ChannelClosedError)
+    const mainSend = assert.rejects(tx.sendAsync(new Uint8Array(4)), (e) => e instanceof ChannelClosedError && e.code === 'ERR_CHANNEL_CLOSED')
+    await until(() => sleepers(rx, internal.STATE_AT) === 3 && sleepers(tx, internal.STATE_AT) === 2, 'every waiter asleep')
+    rx.close()
+    tx.close()
+    for (const { box } of workers) {
+      const o = await box.next('outcome', 10000)
+      assert.strictEqual(o.error && o.error.code, 'ERR_CHANNEL_CLOSED', JSON.stringify(o))
     }
+    await mainRecv
+    await mainSend
   })
 
   test('a receive that frees room wakes the sender blocked on a full ring (no timed look-again)', { timeout: 20000 }, async () => {
     const ch = new Channel({ bytes: 64, codec: 'bytes' })
     ch.send(bytesOf(60, 1)) // full
-    const sender = startWorker({ role: 'once', op: 'send', value: bytesOf(60, 2), handle: ch.handle, recheck: Infinity })
-    await until(() => sleepers(ch, internal.NOT_FULL_AT) === 1, 'the sender asleep')
+    const sender = startWorker({ role: 'once', op: 'send', value: bytesOf(60, 2), handle: ch.handle })
+    await until(() => sleepers(ch, internal.STATE_AT) === 1, 'the sender asleep')
     assert.deepStrictEqual(await ch.recvAsync(), bytesOf(60, 1))
     const o = await sender.box.next('outcome', 10000)
     assert.ok(!o.error, JSON.stringify(o))
@@ -312,7 +307,7 @@ describe('Channel: timeouts and aborts', () => {
     const ch = new Channel()
     const ac = new AbortController()
     const p = ch.recvAsync({ signal: ac.signal })
-    await until(() => sleepers(ch, internal.NOT_EMPTY_AT) === 1, 'the receiver asleep')
+    await until(() => sleepers(ch, internal.STATE_AT) === 1, 'the receiver asleep')
     ac.abort('stop')
     await assert.rejects(p, (e) => e instanceof AbortError && e.code === 'ABORT_ERR' && e.cause === 'stop')
     await assert.rejects(ch.recvAsync({ signal: ac.signal }), AbortError)

@@ -68,6 +68,22 @@ describe('createSyncFn / serveSync', () => {
     assert.match(none.message, /did not call serveSync/)
   })
 
+  test('a worker that dies at once, does not parse, or whose preload throws or exits: SyncWorkerError, never a hang (calls without a timeout)', T, async () => {
+    const exit = await run('exit-at-load')
+    assert.strictEqual(exit.code, 'ERR_SYNC_WORKER')
+    assert.match(exit.message, /exited: the worker called process\.exit\(0\)/)
+    const syntax = await run('syntax-error')
+    assert.strictEqual(syntax.code, 'ERR_SYNC_WORKER')
+    assert.match(syntax.message, /failed to start: /)
+    assert.strictEqual(syntax.cause.ctor, 'SyntaxError')
+    const preloadThrows = await run('preload-throws')
+    assert.strictEqual(preloadThrows.code, 'ERR_SYNC_WORKER')
+    assert.match(preloadThrows.message, /failed to start: preload throws/)
+    const preloadExits = await run('preload-exits')
+    assert.strictEqual(preloadExits.code, 'ERR_SYNC_WORKER')
+    assert.match(preloadExits.message, /exited: the worker called process\.exit\(5\)/)
+  })
+
   test('a worker that exits during a call (process.exit), or whose thread ends without a word, wakes the caller', T, async () => {
     const exit = await run('process-exit')
     assert.strictEqual(exit.during.code, 'ERR_SYNC_WORKER')
@@ -83,6 +99,19 @@ describe('createSyncFn / serveSync', () => {
     assert.strictEqual(r.code, 'ERR_SYNC_WORKER')
     assert.match(r.message, /threw outside a call: stray async throw/)
     assert.strictEqual(r.cause.message, 'stray async throw')
+  })
+
+  const HAS_BROADCAST = typeof require('worker_threads').BroadcastChannel === 'function'
+  test('a pool of workers behind one function: the others serve while one is held in a call that timed out; bad sizes', Object.assign({ skip: !HAS_BROADCAST && 'no BroadcastChannel (the test holds a worker with one)' }, T), async () => {
+    const r = await run('pool')
+    assert.strictEqual(r.late, 'ERR_SYNC_CALL_TIMEOUT')
+    // Served while one worker is held (until 'release' reaches it through
+    // another worker): each answer belongs to its own call.
+    assert.deepStrictEqual(r.during, Array.from({ length: 20 }, (_, i) => i))
+    assert.strictEqual(r.released, 'sent')
+    assert.strictEqual(r.after, 42)
+    assert.ok(r.threadsSeen >= 1 && r.threadsSeen <= 3, JSON.stringify(r))
+    assert.deepStrictEqual([r.zero, r.many, r.fraction, r.text], ['RangeError', 'RangeError', 'RangeError', 'TypeError'])
   })
 
   test('a worker calls another worker synchronously', T, async () => {

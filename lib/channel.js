@@ -4,11 +4,14 @@
 //
 // Layout of the buffer (bytes):
 //
-//   0    AsyncLock (8)              every read or write of the indices below
-//   8    Condition NOT_EMPTY (8)    receivers wait here for a message
-//   16   Condition NOT_FULL (8)     senders wait here for space
-//   24   int32 header: MAGIC, CAPACITY, CODEC, CLOSED, WRITE, READ
-//   64   the ring: CAPACITY bytes (a multiple of 4)
+//   0    AsyncLock SEND (8)    senders take turns under it
+//   64   AsyncLock RECV (8)    receivers take turns under it
+//   128  STATE (8, 8-aligned)  two int32 halves, and the 64-bit word every
+//                              waiter sleeps on:
+//          lo   WRITE | CLOSED (bit 30) | RW (bit 31: receivers may sleep)
+//          hi   READ  |                   SW (bit 31: senders may sleep)
+//   136  int32 header: MAGIC, CAPACITY, CODEC, NEED
+//   192  the ring: CAPACITY bytes (a multiple of 4)
 //
 // WRITE and READ are positions in [0, 2·CAPACITY): the byte at position p is
 // ring[p mod CAPACITY], and WRITE − READ (mod 2·CAPACITY) is the number of
@@ -18,55 +21,101 @@
 // multiple of 4. The length never wraps (4-aligned in a ring whose size is a
 // multiple of 4); the bytes may.
 //
-// Every step happens under the lock, and each commits with one store:
-//   send   copy the frame in after WRITE, then store WRITE past it
-//   recv   copy the frame out at READ, then store READ past it
-// A thread that dies mid-copy has committed nothing: a half-written frame
-// lies beyond WRITE and is overwritten by the next sender; a half-read one is
-// still at READ and goes to the next receiver. The next locker is told
-// (OWNER_DIED) and checks the header and the chain of frames (`recover`).
-//
-// Waking: each send wakes one receiver (it added one message); a receive
-// that leaves at least half the ring free wakes every sender (each needs
-// its own amount of space; waking them at every receive of a full ring
-// would cost a wake-up per message); close() wakes everyone. A waiter also looks again every RECHECK ms on its own: a thread
-// that dies between committing and notifying, or after being woken and
-// before taking the message, leaves no one asleep for ever (docs/channel.md).
+// Only senders move WRITE (one at a time, under SEND), only receivers move
+// READ (under RECV): a sender and a receiver never wait for each other's
+// lock. Each commits with one step that also makes the wake-up it owes:
+//   send   copy the frame in after WRITE, then move WRITE past it: one
+//          compareExchange of lo that expects RW clear (nobody can be
+//          asleep for it), or, RW set, one native call that makes the same
+//          change and wakes every sleeper of STATE
+//   recv   copy the frame out at READ, then move READ past it: the same on
+//          hi with SW, waking the senders only once the room it leaves fits
+//          the smallest message a sleeping sender waits to send (NEED)
+//   close  set CLOSED and wake every sleeper: one native call
+// A waiter sets its bit with a compareExchange, lets its lock go and sleeps
+// while STATE holds what it saw. So a thread stopped anywhere has either not
+// made a change or made it with its wake-up; a woken waiter owes nobody
+// anything (everyone was woken). A thread that dies holding SEND or RECV
+// mid-copy has committed nothing: a half-written frame lies beyond WRITE and
+// is overwritten, a half-read one is still at READ; the next locker is told
+// (OWNER_DIED) and checks the indices (`recover`).
 const v8 = require('v8')
 const { types } = require('util')
+const { performance } = require('perf_hooks')
+const binding = require('./native')
 const { Atomics, checkCanBlock } = require('./host')
-const { AsyncLock } = require('./lock')
-const { Condition } = require('./condition')
+const { AsyncLock, internal: lockInternal } = require('./lock')
+const futex = require('./futex')
 const {
-  OWNER_DIED, DeadlockError, ChannelClosedError, ChannelTimeoutError, abortError
+  ACQUIRED, OWNER_DIED, ChannelClosedError, ChannelTimeoutError, abortError
 } = require('./errors')
 const { show, timeoutOf, asyncOptions, deadlineOf, timeLeft } = require('./options')
 
-const NOT_EMPTY_AT = 8
-const NOT_FULL_AT = 16
-const H_MAGIC = 6
-const H_CAPACITY = 7
-const H_CODEC = 8
-const H_CLOSED = 9
-const H_WRITE = 10
-const H_READ = 11
-const DATA_AT = 64
+const { enqueueAsync, cancelAsync } = futex.internal
+const { viewOf, WORD, ME } = lockInternal
+const LOCKED_BY_ME = ME * 2 // the lock word of a lock this thread holds, nobody queued
+
+// Each lock on a cache line of its own (64 bytes), and STATE with the
+// read-mostly header on a third: a producer and a consumer each keep their
+// lock's line, and share only STATE's.
+const SEND_AT = 0
+const RECV_AT = 64
+const STATE_AT = 128
+const LO = STATE_AT / 4 // int32 index of lo (hi: LO + 1)
+const HI = LO + 1
+const BIG = STATE_AT / 8 // BigInt64 index of STATE
+const H_MAGIC = 34
+const H_CAPACITY = 35
+const H_CODEC = 36
+// The frame size of the smallest message a sender that went to sleep waits
+// to send (0: none); set before the sender sets SW, cleared by the receive
+// that wakes the senders. A stale one (its sender gone) costs one wake-up.
+const H_NEED = 37
+const DATA_AT = 192
 const MAGIC = 0x4e414843 // 'CHAN'
 
+const POS = 0x3fffffff // WRITE / READ
+const CLOSED = 0x40000000
+const SLEEPERS = 0x80000000 | 0 // RW in lo, SW in hi
+// lo and hi as the low and high halves of STATE's 64-bit value (every
+// target of the addon is little-endian; the other order is handled too).
+const LITTLE = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1
+const loOf = (v) => Number(BigInt.asIntN(32, LITTLE ? v : v >> 32n))
+const hiOf = (v) => Number(BigInt.asIntN(32, LITTLE ? v >> 32n : v))
+const join = (lo, hi) => LITTLE
+  ? BigInt.asIntN(64, (BigInt(hi) << 32n) | BigInt(lo >>> 0))
+  : BigInt.asIntN(64, (BigInt(lo) << 32n) | BigInt(hi >>> 0))
+
 const MIN_BYTES = 8
-const MAX_BYTES = 0x40000000 // 2·CAPACITY stays below 2^31
+const MAX_BYTES = 0x20000000 // 2·CAPACITY fits in POS
 const DEFAULT_BYTES = 65536
-// ms: the longest a waiter sleeps without looking again (tests may change it,
-// per thread, through `internal.setRecheck`)
-let RECHECK = 250
 const LENGTH = 4 // bytes of a frame's length
+
+// Spinning before sleeping (docs/channel.md, "Spinning"). A wake-up costs
+// the waker a system call and the sleeper a trip through the scheduler (tens
+// of microseconds where cross-CPU interrupts are slow), against well under
+// a microsecond for a small message: a thread that must wait first looks at
+// STATE for up to SPIN_MS, and a thread that finds its side's lock taken
+// tries again for up to LOCK_SPIN_MS before it queues. A blocking call
+// always spins (its thread has nothing else to do). An async call spins on
+// its thread's event loop, so each channel object stops doing that in a
+// direction after SPIN_MISSES fruitless spins in a row, and then tries one
+// spin of RETRY_SPIN_MS in SPIN_RETRY waits to see whether it pays again
+// (longer than the partner's wake-up: two threads that both sleep in a
+// ping-pong only start spinning again if one of them outlasts the other's
+// wake-up).
+const SPIN_MS = 0.05
+const RETRY_SPIN_MS = 0.2
+const LOCK_SPIN_MS = 0.02
+const SPIN_MISSES = 4
+const SPIN_RETRY = 8
 
 const CODECS = ['v8', 'bytes', 'string']
 const V8 = 0
 const BYTES = 1
 const STRING = 2
 
-// What the loops' steps answer when they must wait.
+// What the steps answer when they must wait.
 const WAIT = Symbol('wait')
 // What tryRecv answers when no message is ready.
 const EMPTY = Symbol('Channel.EMPTY')
@@ -152,7 +201,7 @@ function encode (s, value, what) {
     if (!ArrayBuffer.isView(value)) {
       throw new TypeError(`${what}: this channel carries bytes ('bytes' codec): expected an ArrayBufferView, got ${show(value)}`)
     }
-    value = new Uint8Array(value.buffer, value.byteOffset, value.byteLength)
+    if (!(value instanceof Uint8Array)) value = new Uint8Array(value.buffer, value.byteOffset, value.byteLength)
     bytes = value.byteLength
   } else {
     value = v8.serialize(value)
@@ -164,7 +213,7 @@ function encode (s, value, what) {
   return { value, bytes }
 }
 
-// --- the ring, under the lock --------------------------------------------------
+// --- the ring, each side under its own lock -------------------------------------
 
 const inUse = (s, w, r) => (w >= r ? w - r : w - r + 2 * s.capacity)
 const offsetOf = (s, p) => (p >= s.capacity ? p - s.capacity : p)
@@ -177,22 +226,74 @@ function copyIn (s, at, src) {
   if (first < src.byteLength) s.u8.set(src.subarray(first), 0)
 }
 
-// Copies `n` bytes at offset `at` out of the ring into a fresh Buffer.
+// Copies `n` bytes at offset `at` out of the ring into a fresh Uint8Array:
+// up to 64 bytes (kept in V8's heap) and from 4 KiB on (Buffer's pool's
+// limit) a slice; in between, from Buffer's pool, which allocates those
+// sizes several times faster.
 function copyOut (s, at, n) {
-  const out = Buffer.allocUnsafe(n)
-  const first = Math.min(n, s.capacity - at)
-  out.set(s.u8.subarray(at, at + first), 0)
-  if (first < n) out.set(s.u8.subarray(0, n - first), first)
+  if (at + n <= s.capacity) {
+    if (n <= 64 || n >= 4096) return s.u8.slice(at, at + n)
+    const out = Buffer.allocUnsafe(n)
+    s.buf.copy(out, 0, at, at + n)
+    return new Uint8Array(out.buffer, out.byteOffset, n)
+  }
+  const out = new Uint8Array(n)
+  const first = s.capacity - at
+  out.set(s.u8.subarray(at, s.capacity), 0)
+  out.set(s.u8.subarray(0, n - first), first)
   return out
 }
 
-// A send step: WAIT, or true once the message is committed.
+// Moves WRITE to `next` (under SEND): one compareExchange if no receiver
+// may sleep, else one native call that also wakes every sleeper. False if
+// the channel was closed meanwhile (nothing committed).
+function commitWrite (s, next) {
+  const st = s.st
+  for (;;) {
+    const lo = Atomics.load(st, LO)
+    if ((lo & CLOSED) !== 0) return false
+    if ((lo & SLEEPERS) === 0) {
+      if (Atomics.compareExchange(st, LO, lo, next) === lo) return true
+      continue
+    }
+    const old = Atomics.load(s.big, BIG)
+    if (loOf(old) !== lo) continue
+    if (binding.compareExchangeNotify(s.big, BIG, old, join(next, hiOf(old)), Infinity) === old) return true
+  }
+}
+
+// Moves READ to `next` (under RECV), waking the senders if one may sleep and
+// the room left fits NEED; otherwise SW stays as it is.
+function commitRead (s, next) {
+  const st = s.st
+  const h = s.header
+  for (;;) {
+    const hi = Atomics.load(st, HI)
+    if ((hi & SLEEPERS) === 0) {
+      if (Atomics.compareExchange(st, HI, hi, next) === hi) return
+      continue
+    }
+    const need = Atomics.load(h, H_NEED)
+    if (need !== 0 && s.capacity - inUse(s, Atomics.load(st, LO) & POS, next) < need) {
+      if (Atomics.compareExchange(st, HI, hi, next | SLEEPERS) === hi) return
+      continue
+    }
+    // Cleared first: stopped before the call, the next receive finds SW
+    // with NEED 0 and wakes them.
+    Atomics.store(h, H_NEED, 0)
+    const old = Atomics.load(s.big, BIG)
+    if (hiOf(old) !== hi) continue
+    if (binding.compareExchangeNotify(s.big, BIG, old, join(loOf(old), next), Infinity) === old) return
+  }
+}
+
+// A send step (SEND held): WAIT, or true once the message is committed.
 function put (s, msg) {
-  s.wakeSenders = false
-  if (Atomics.load(s.header, H_CLOSED) !== 0) throw new ChannelClosedError('Channel: send on a closed channel')
-  const w = Atomics.load(s.header, H_WRITE)
+  const lo = Atomics.load(s.st, LO)
+  if ((lo & CLOSED) !== 0) throw new ChannelClosedError('Channel: send on a closed channel')
+  const w = lo & POS
   const size = frameBytes(msg.bytes)
-  if (s.capacity - inUse(s, w, Atomics.load(s.header, H_READ)) < size) return WAIT
+  if (s.capacity - inUse(s, w, Atomics.load(s.st, HI) & POS) < size) return WAIT
   const at = offsetOf(s, w)
   s.u32[at >> 2] = msg.bytes
   const body = at + LENGTH === s.capacity ? 0 : at + LENGTH
@@ -203,16 +304,19 @@ function put (s, msg) {
   } else {
     copyIn(s, body, Buffer.from(msg.value, 'utf8'))
   }
-  Atomics.store(s.header, H_WRITE, advance(s, w, size)) // the commit
+  if (!commitWrite(s, advance(s, w, size))) throw new ChannelClosedError('Channel: send on a closed channel')
   return true
 }
 
-// A receive step: WAIT, or the message as copied out (a Buffer, or for
-// 'string' the decoded string). Throws ChannelClosedError once closed and empty.
+// A receive step (RECV held): WAIT, or the message as copied out (a
+// Uint8Array, or for 'string' the decoded string). Throws
+// ChannelClosedError once closed and empty.
 function take (s) {
-  const r = Atomics.load(s.header, H_READ)
-  if (r === Atomics.load(s.header, H_WRITE)) {
-    if (Atomics.load(s.header, H_CLOSED) !== 0) throw new ChannelClosedError('Channel: closed, and every message was received')
+  const r = Atomics.load(s.st, HI) & POS
+  const lo = Atomics.load(s.st, LO)
+  if (r === (lo & POS)) {
+    // CLOSED is set with no commit after it: read with WRITE in one load.
+    if ((lo & CLOSED) !== 0) throw new ChannelClosedError('Channel: closed, and every message was received')
     return WAIT
   }
   const at = offsetOf(s, r)
@@ -221,120 +325,214 @@ function take (s) {
   const out = s.codec === STRING && body + n <= s.capacity
     ? s.buf.toString('utf8', body, body + n)
     : copyOut(s, body, n)
-  const next = advance(s, r, frameBytes(n))
-  Atomics.store(s.header, H_READ, next) // the commit
-  // Senders are woken once at least half the ring is free (or, for a
-  // message larger than that, whenever it could fit): not after every
-  // receive, which would wake a sender of a full ring for every message.
-  s.wakeSenders = 2 * (s.capacity - inUse(s, Atomics.load(s.header, H_WRITE), next)) >= s.capacity
+  commitRead(s, advance(s, r, frameBytes(n)))
   return out
 }
 
 function decode (s, out) {
   if (s.codec === V8) return v8.deserialize(out)
-  if (s.codec === STRING) return typeof out === 'string' ? out : out.toString('utf8')
-  return new Uint8Array(out.buffer, out.byteOffset, out.byteLength)
+  if (s.codec === STRING) return typeof out === 'string' ? out : Buffer.from(out.buffer, out.byteOffset, out.byteLength).toString('utf8')
+  return out
 }
 
-// After taking the lock from a thread that died holding it: every commit is
-// one store, so the indices are consistent; check them and the chain of
-// frames from READ to WRITE, and wake everyone (the dead thread may have
-// committed without notifying).
+// After taking a side's lock from a thread that died holding it: every
+// commit is one step, so the indices are those of the last complete step;
+// check that they are in range (a failure means something else wrote into
+// the buffer). Nobody is owed a wake-up.
 function recover (s) {
   const h = s.header
-  const w = Atomics.load(h, H_WRITE)
-  const r = Atomics.load(h, H_READ)
-  let ok = Atomics.load(h, H_MAGIC) === MAGIC && Atomics.load(h, H_CAPACITY) === s.capacity &&
-    w >= 0 && w < 2 * s.capacity && r >= 0 && r < 2 * s.capacity && w % 4 === 0 && r % 4 === 0
-  for (let p = r, left = ok ? inUse(s, w, r) : 0; ok && left > 0;) {
-    const size = frameBytes(s.u32[offsetOf(s, p) >> 2])
-    ok = size <= left
-    left -= size
-    p = advance(s, p, size)
-  }
+  const w = Atomics.load(s.st, LO) & POS
+  const r = Atomics.load(s.st, HI) & POS
+  const ok = Atomics.load(h, H_MAGIC) === MAGIC && Atomics.load(h, H_CAPACITY) === s.capacity &&
+    w < 2 * s.capacity && r < 2 * s.capacity && w % 4 === 0 && r % 4 === 0
   if (!ok) {
     const e = new Error('Channel: the ring\'s indices are inconsistent (was the buffer written to from outside the Channel?)')
     e.code = 'ERR_CHANNEL_CORRUPT'
     throw e
   }
-  s.notEmpty.notifyAll()
-  s.notFull.notifyAll()
 }
 
-// --- waiting -------------------------------------------------------------------
+// --- locks and sleeps ------------------------------------------------------------
 
-function lockBlocking (s) {
-  if (s.lock.lock() === OWNER_DIED) recover(s)
+const RECV = 0
+const SEND = 1
+
+// Takes a side's lock if it is free or freed within LOCK_SPIN_MS: no native call.
+function spinLock (s, dir) {
+  const lw = s.lockWords[dir]
+  if (Atomics.compareExchange(lw, WORD, 0, LOCKED_BY_ME) === 0) return true
+  const end = performance.now() + LOCK_SPIN_MS
+  for (;;) {
+    for (let i = 0; i < 32; i++) {
+      if (Atomics.load(lw, WORD) === 0 && Atomics.compareExchange(lw, WORD, 0, LOCKED_BY_ME) === 0) return true
+    }
+    if (performance.now() >= end) return false
+  }
 }
 
-// Runs step(s) under the lock until it answers something other than WAIT,
-// sleeping on `cond` in between (at most RECHECK ms at a time).
-function blocking (s, what, timeout, cond, step, arg) {
+function lockBlocking (s, dir) {
+  if (spinLock(s, dir)) return
+  if (s.locks[dir].lock() === OWNER_DIED) recover(s)
+}
+
+// Whether a receive / a send of `msg` would not wait now (read without the
+// lock: the step under the lock decides).
+const canTake = (s) => {
+  const lo = Atomics.load(s.st, LO)
+  return (lo & CLOSED) !== 0 || (lo & POS) !== (Atomics.load(s.st, HI) & POS)
+}
+const canPut = (s, msg) => {
+  const lo = Atomics.load(s.st, LO)
+  return (lo & CLOSED) !== 0 || s.capacity - inUse(s, lo & POS, Atomics.load(s.st, HI) & POS) >= frameBytes(msg.bytes)
+}
+
+// Looks at STATE until ready(s, arg) or SPIN_MS is spent; for an async
+// call, only if spinning pays in that direction (s.misses[dir]: fruitless
+// spins in a row).
+function spin (s, dir, ready, arg, blocking) {
+  const misses = s.misses[dir]
+  let budget = SPIN_MS
+  if (misses >= SPIN_MISSES && !(blocking && s.blockingSpinsAlways)) {
+    s.misses[dir] = misses + 1
+    if ((misses - SPIN_MISSES) % SPIN_RETRY !== SPIN_RETRY - 1) return false
+    budget = RETRY_SPIN_MS
+  }
+  const end = performance.now() + budget
+  for (;;) {
+    for (let k = 0; k < 32; k++) {
+      if (ready(s, arg)) {
+        s.misses[dir] = 0
+        return true
+      }
+    }
+    if (performance.now() >= end) {
+      s.misses[dir] = misses + 1
+      return false
+    }
+  }
+}
+
+// With the side's lock held and the step answering WAIT: sets the side's
+// sleepers bit (a sender first notes the room it needs in NEED) and returns
+// the 64-bit STATE to sleep on, or null if STATE changed meanwhile (look
+// again). The caller then lets the lock go and sleeps while STATE holds it.
+function prepareSleep (s, dir, msg) {
+  const st = s.st
+  const half = dir === RECV ? LO : HI
+  if (dir === SEND) {
+    const need = Atomics.load(s.header, H_NEED)
+    const size = frameBytes(msg.bytes)
+    if (need === 0 || size < need) Atomics.store(s.header, H_NEED, size)
+  }
+  const word = Atomics.load(st, half)
+  if ((word & SLEEPERS) === 0 && Atomics.compareExchange(st, half, word, word | SLEEPERS) !== word) return null
+  const v = Atomics.load(s.big, BIG)
+  const lo = loOf(v)
+  // Still nothing to take / no room, with the bit set: sleep on this value.
+  if (dir === RECV) {
+    if ((lo & SLEEPERS) === 0 || (lo & CLOSED) !== 0 || (lo & POS) !== (hiOf(v) & POS)) return null
+  } else {
+    const hi = hiOf(v)
+    if ((hi & SLEEPERS) === 0 || (lo & CLOSED) !== 0 ||
+      s.capacity - inUse(s, lo & POS, hi & POS) >= frameBytes(msg.bytes)) return null
+  }
+  return v
+}
+
+// Runs step(s, arg) under the side's lock until it answers something other
+// than WAIT, sleeping on STATE in between.
+function blocking (s, what, timeout, dir, step, arg) {
   const deadline = deadlineOf(timeout)
-  let result
-  let wake = false
-  lockBlocking(s)
+  const lock = s.locks[dir]
+  let spun = false
+  lockBlocking(s, dir)
+  let held = true
   try {
     for (;;) {
-      result = step(s, arg)
-      if (result !== WAIT) {
-        wake = s.wakeSenders
-        break
-      }
+      const result = step(s, arg)
+      if (result !== WAIT) return result
       const left = timeLeft(deadline)
       if (left <= 0) throw new ChannelTimeoutError(`${what}: timed out after ${timeout} ms`)
-      if (cond.wait(s.lock, Math.min(left, RECHECK)) === OWNER_DIED) recover(s)
+      if (!spun) {
+        // The first time: let go of the lock and look for a while before
+        // sleeping (then the step again: the state may have changed).
+        spun = true
+        held = false
+        lock.unlock()
+        spin(s, dir, dir === RECV ? canTake : canPut, arg, true)
+        lockBlocking(s, dir)
+        held = true
+        continue
+      }
+      const v = prepareSleep(s, dir, arg)
+      if (v === null) continue
+      held = false
+      lock.unlock()
+      futex.wait(s.big, BIG, v, left)
+      lockBlocking(s, dir)
+      held = true
     }
   } finally {
-    s.lock.unlock()
+    if (held) lock.unlock()
   }
-  if (wake) s.notFull.notifyAll()
-  return result
 }
 
-async function nonBlocking (s, what, opts, cond, step, arg) {
+// One async sleep on STATE while it holds `v`: resolves once woken, timed
+// out, aborted or STATE already changed.
+function sleepAsync (s, v, timeout, signal) {
+  const q = enqueueAsync(s.big, BIG, v, timeout, true)
+  if (q === 'not-equal') return undefined
+  if (signal === undefined) return q.promise
+  const onAbort = () => cancelAsync(s.big, BIG, q.token)
+  signal.addEventListener('abort', onAbort)
+  if (signal.aborted) onAbort()
+  return q.promise.then((r) => {
+    signal.removeEventListener('abort', onAbort)
+    return r
+  })
+}
+
+async function nonBlocking (s, what, opts, dir, step, arg) {
   const signal = opts.signal
   if (signal !== undefined && signal.aborted) throw abortError(signal)
   const deadline = deadlineOf(opts.timeout)
+  const lock = s.locks[dir]
   const lockOptions = signal === undefined ? undefined : { signal }
-  const release = await s.lock.lockAsync(lockOptions)
-  let result
-  let wake = false
-  try {
-    if (release.ownerDied) recover(s)
-    for (;;) {
-      result = step(s, arg)
-      if (result !== WAIT) {
-        wake = s.wakeSenders
-        break
+  for (;;) {
+    let v = null
+    const release = await lock.lockAsync(lockOptions)
+    try {
+      if (release.ownerDied) recover(s)
+      for (;;) {
+        const result = step(s, arg)
+        if (result !== WAIT) return result
+        const left = timeLeft(deadline)
+        if (left <= 0) throw new ChannelTimeoutError(`${what}: timed out after ${opts.timeout} ms`)
+        if (signal !== undefined && signal.aborted) throw abortError(signal)
+        v = prepareSleep(s, dir, arg)
+        if (v !== null) break
       }
-      const left = timeLeft(deadline)
-      if (left <= 0) throw new ChannelTimeoutError(`${what}: timed out after ${opts.timeout} ms`)
-      if (signal !== undefined && signal.aborted) throw abortError(signal)
-      // Rejects with AbortError only once the lock is held again.
-      const r = await cond.waitAsync(s.lock, { timeout: Math.min(left, RECHECK), signal })
-      if (r === OWNER_DIED) recover(s)
+    } finally {
+      release()
     }
-  } finally {
-    release()
+    // The lock is free while this waiter sleeps.
+    const slept = sleepAsync(s, v, timeLeft(deadline), signal)
+    if (slept !== undefined) await slept
+    if (signal !== undefined && signal.aborted) throw abortError(signal)
   }
-  if (wake) s.notFull.notifyAll()
-  return result
 }
 
-// A try step: tryLock (no waiting for another thread's copy either), one step.
-function attempt (s, step, arg) {
-  const status = s.lock.tryLock()
+// A try step: the side's lock without waiting for another thread's copy,
+// one step.
+function attempt (s, dir, step, arg) {
+  const status = spinLock(s, dir) ? ACQUIRED : s.locks[dir].tryLock()
   if (status === false) return WAIT
-  let result
   try {
     if (status === OWNER_DIED) recover(s)
-    result = step(s, arg)
+    return step(s, arg)
   } finally {
-    s.lock.unlock()
+    s.locks[dir].unlock()
   }
-  if (result !== WAIT && s.wakeSenders) s.notFull.notifyAll()
-  return result
 }
 
 // --- the class -----------------------------------------------------------------
@@ -347,18 +545,21 @@ class Channel {
   constructor (options) {
     const base = isHandle(options) ? attach(options) : create(options)
     const buffer = base.buffer
+    const locks = [new AsyncLock(buffer, RECV_AT), new AsyncLock(buffer, SEND_AT)]
     this[STATE] = {
       buffer,
       header: base.header,
       capacity: base.capacity,
       codec: base.codec,
-      lock: new AsyncLock(buffer, 0),
-      notEmpty: new Condition(buffer, NOT_EMPTY_AT),
-      notFull: new Condition(buffer, NOT_FULL_AT),
+      locks,
+      lockWords: locks.map((l) => viewOf(l, 'Channel')),
+      st: new Int32Array(buffer, 0, DATA_AT / 4),
+      big: new BigInt64Array(buffer, 0, DATA_AT / 8),
       u8: new Uint8Array(buffer, DATA_AT, base.capacity),
       u32: new Uint32Array(buffer, DATA_AT, base.capacity / 4),
       buf: Buffer.from(buffer, DATA_AT, base.capacity),
-      wakeSenders: false // set by each step: whether to wake the senders after it
+      misses: [0, 0], // per direction (RECV, SEND): see SPIN_MISSES
+      blockingSpinsAlways: true // or adapts, as an async call's spin does
     }
   }
 
@@ -367,7 +568,7 @@ class Channel {
   /** Bytes of the ring (a message takes 4 more, padded to a multiple of 4). */
   get capacity () { return this[STATE].capacity }
   get codec () { return CODECS[this[STATE].codec] }
-  get closed () { return Atomics.load(this[STATE].header, H_CLOSED) !== 0 }
+  get closed () { return (Atomics.load(this[STATE].st, LO) & CLOSED) !== 0 }
 
   /** Blocks while the ring is full. Throws ChannelClosedError, ChannelTimeoutError. */
   send (value, options) {
@@ -375,8 +576,7 @@ class Channel {
     const timeout = optionsOf('Channel.send', options)
     const msg = encode(s, value, 'Channel.send')
     checkCanBlock('Channel.send')
-    blocking(s, 'Channel.send', timeout, s.notFull, put, msg)
-    s.notEmpty.notifyOne()
+    blocking(s, 'Channel.send', timeout, SEND, put, msg)
   }
 
   /** Blocks while the ring is empty. Throws ChannelClosedError once closed and drained. */
@@ -384,8 +584,7 @@ class Channel {
     const s = this[STATE]
     const timeout = optionsOf('Channel.recv', options)
     checkCanBlock('Channel.recv')
-    const out = blocking(s, 'Channel.recv', timeout, s.notEmpty, take)
-    return decode(s, out)
+    return decode(s, blocking(s, 'Channel.recv', timeout, RECV, take))
   }
 
   sendAsync (value, options) {
@@ -397,23 +596,17 @@ class Channel {
     } catch (e) {
       return Promise.reject(e)
     }
-    // First a try in this call: the lock is then held only for the copy, not
-    // across an await (a thread that finds it held may go to sleep on it).
+    // First a try in this call (and, if it must wait, a look for a while):
+    // the lock is then held only for the copy, not across an await.
     if (opts.signal === undefined || !opts.signal.aborted) {
-      let r
       try {
-        r = attempt(s, put, msg)
+        if (attempt(s, SEND, put, msg) !== WAIT) return Promise.resolve()
+        if (opts.timeout !== 0 && spin(s, SEND, canPut, msg) && attempt(s, SEND, put, msg) !== WAIT) return Promise.resolve()
       } catch (e) {
         return Promise.reject(e)
       }
-      if (r !== WAIT) {
-        s.notEmpty.notifyOne()
-        return Promise.resolve()
-      }
     }
-    return nonBlocking(s, 'Channel.sendAsync', opts, s.notFull, put, msg).then(() => {
-      s.notEmpty.notifyOne()
-    })
+    return nonBlocking(s, 'Channel.sendAsync', opts, SEND, put, msg).then(() => {})
   }
 
   recvAsync (options) {
@@ -426,103 +619,116 @@ class Channel {
     }
     if (opts.signal === undefined || !opts.signal.aborted) {
       try {
-        const out = attempt(s, take)
+        let out = attempt(s, RECV, take)
         if (out !== WAIT) return Promise.resolve(decode(s, out))
+        if (opts.timeout !== 0 && spin(s, RECV, canTake) && (out = attempt(s, RECV, take)) !== WAIT) {
+          return Promise.resolve(decode(s, out))
+        }
       } catch (e) {
         return Promise.reject(e)
       }
     }
-    return nonBlocking(s, 'Channel.recvAsync', opts, s.notEmpty, take).then((out) => decode(s, out))
+    return nonBlocking(s, 'Channel.recvAsync', opts, RECV, take).then((out) => decode(s, out))
   }
 
   /** Sends if there is room now: true if sent, false if not. Throws ChannelClosedError. */
   trySend (value) {
     const s = this[STATE]
     const msg = encode(s, value, 'Channel.trySend')
-    if (attempt(s, put, msg) === WAIT) return false
-    s.notEmpty.notifyOne()
-    return true
+    return attempt(s, SEND, put, msg) !== WAIT
   }
 
   /** A message if one is ready now, else Channel.EMPTY. Throws ChannelClosedError once closed and drained. */
   tryRecv () {
     const s = this[STATE]
-    const out = attempt(s, take)
+    const out = attempt(s, RECV, take)
     if (out === WAIT) return EMPTY
     return decode(s, out)
   }
 
   /**
    * Closes the channel for every thread: sends fail from now on, receivers
-   * get what is left, then ChannelClosedError; every waiter wakes.
-   * Idempotent.
+   * get what is left, then ChannelClosedError; every waiter wakes. One step
+   * (it takes no lock). Idempotent.
    */
   close () {
     const s = this[STATE]
-    Atomics.store(s.header, H_CLOSED, 1)
-    s.notEmpty.notifyAll()
-    s.notFull.notifyAll()
-    // A waiter that read CLOSED before the store above and has not yet gone
-    // to sleep holds the lock: once the lock was free after the store, every
-    // such waiter is asleep and the second notify reaches it.
-    let status
-    try {
-      status = s.lock.lock()
-    } catch (e) {
-      if (!(e instanceof DeadlockError)) throw e
-      // An async call of this thread holds or is handed the lock: it looks
-      // at CLOSED after this call; the others are woken once it gets the lock.
-      s.lock.lockAsync().then((release) => {
-        release()
-        s.notEmpty.notifyAll()
-        s.notFull.notifyAll()
-      }, () => {})
-      return
+    for (;;) {
+      const old = Atomics.load(s.big, BIG)
+      const lo = loOf(old)
+      if ((lo & CLOSED) !== 0) return
+      const next = join((lo | CLOSED) & ~SLEEPERS, hiOf(old) & ~SLEEPERS)
+      if (binding.compareExchangeNotify(s.big, BIG, old, next, Infinity) === old) return
     }
-    try {
-      if (status === OWNER_DIED) recover(s)
-    } finally {
-      s.lock.unlock()
-    }
-    s.notEmpty.notifyAll()
-    s.notFull.notifyAll()
   }
 
   /** Blocking iteration: ends once closed and drained. */
-  * [Symbol.iterator] () {
-    for (;;) {
-      let value
-      try {
-        value = this.recv()
-      } catch (e) {
-        if (e instanceof ChannelClosedError) return
-        throw e
-      }
-      yield value
+  [Symbol.iterator] () {
+    const ch = this
+    return {
+      next () {
+        try {
+          return { value: ch.recv(), done: false }
+        } catch (e) {
+          if (e instanceof ChannelClosedError) return { value: undefined, done: true }
+          throw e
+        }
+      },
+      return () { return { value: undefined, done: true } },
+      [Symbol.iterator] () { return this }
     }
   }
 
-  /** Async iteration: ends once closed and drained. */
-  async * [Symbol.asyncIterator] () {
-    for (;;) {
-      let value
-      try {
-        value = await this.recvAsync()
-      } catch (e) {
-        if (e instanceof ChannelClosedError) return
-        throw e
-      }
-      yield value
+  /**
+   * Async iteration: ends once closed and drained. Each step is one
+   * recvAsync (a message that is there resolves at once), without an async
+   * generator's extra turns.
+   */
+  [Symbol.asyncIterator] () {
+    const ch = this
+    const step = (value) => ({ value, done: false })
+    const end = (e) => {
+      if (e instanceof ChannelClosedError) return { value: undefined, done: true }
+      throw e
+    }
+    const s = this[STATE]
+    return {
+      next () {
+        // A message that is there now: one resolved promise.
+        let out
+        try {
+          out = attempt(s, RECV, take)
+          if (out !== WAIT) return Promise.resolve({ value: decode(s, out), done: false })
+        } catch (e) {
+          try {
+            return Promise.resolve(end(e))
+          } catch (error) {
+            return Promise.reject(error)
+          }
+        }
+        return ch.recvAsync().then(step, end)
+      },
+      return () { return Promise.resolve({ value: undefined, done: true }) },
+      [Symbol.asyncIterator] () { return this }
     }
   }
 }
 
 Channel.EMPTY = EMPTY
 
-function setRecheck (ms) {
-  const previous = RECHECK
-  RECHECK = ms
-  return previous
+// Makes this channel object's blocking calls adapt their spin as async
+// calls do (createSyncFn's caller: the worker it waits for needs a CPU,
+// which a spin that does not pay takes from it).
+function adaptBlockingSpin (ch) {
+  ch[STATE].blockingSpinsAlways = false
 }
 
-module.exports = { Channel, internal: { setRecheck, NOT_EMPTY_AT, NOT_FULL_AT } }
+// For createSyncFn's worker, between calls: an async receiver's spin, as
+// recvAsync makes it (and stops making it where it does not pay), without
+// receiving. Whether a message (or the end) is there.
+function spinRecv (ch) {
+  const s = ch[STATE]
+  return canTake(s) || spin(s, RECV, canTake)
+}
+
+module.exports = { Channel, internal: { STATE_AT, H_NEED, SEND_AT, RECV_AT, adaptBlockingSpin, spinRecv } }

@@ -17,7 +17,7 @@ const path = require('path')
 const v8 = require('v8')
 const { Worker } = require('worker_threads')
 const { fileURLToPath } = require('url')
-const { Channel } = require('./channel')
+const { Channel, internal: { adaptBlockingSpin } } = require('./channel')
 const { checkCanBlock } = require('./host')
 const { isThreadAlive } = require('./futex').internal
 const { SyncCallTimeoutError, SyncWorkerError, ChannelTimeoutError } = require('./errors')
@@ -25,8 +25,10 @@ const { show, timeoutOf, deadlineOf, timeLeft } = require('./options')
 
 const SERVE = Symbol.for('shared-futex.serveSync')
 const BOOT = path.join(__dirname, 'sync-worker.js')
+const PRELOAD = path.join(__dirname, 'sync-preload.js')
 const SLICE = 100 // ms between looks at the worker's thread
 const DEFAULT_BYTES = 1 << 20
+const MAX_WORKERS = 64
 const REASONS = {
   start: 'failed to start',
   uncaught: 'threw outside a call',
@@ -124,9 +126,14 @@ function pathOf (workerPath) {
 }
 
 function syncOptions (options) {
-  if (options === undefined || options === null) return { timeout: Infinity, bytes: DEFAULT_BYTES, workerOptions: {} }
+  if (options === undefined || options === null) return { timeout: Infinity, bytes: DEFAULT_BYTES, workerOptions: {}, workers: 1 }
   if (typeof options !== 'object') throw new TypeError(`createSyncFn: options must be an object, got ${show(options)}`)
   const timeout = timeoutOf('createSyncFn', options.timeout)
+  const workers = options.workers === undefined ? 1 : options.workers
+  if (typeof workers !== 'number') throw new TypeError(`createSyncFn: workers must be a number, got ${show(workers)}`)
+  if (!Number.isInteger(workers) || workers < 1 || workers > MAX_WORKERS) {
+    throw new RangeError(`createSyncFn: workers must be an integer from 1 to ${MAX_WORKERS}, got ${workers}`)
+  }
   const bytes = options.bytes === undefined ? DEFAULT_BYTES : options.bytes
   const workerOptions = options.workerOptions === undefined ? {} : options.workerOptions
   if (workerOptions === null || typeof workerOptions !== 'object') {
@@ -135,7 +142,7 @@ function syncOptions (options) {
   if ('workerData' in workerOptions || 'eval' in workerOptions) {
     throw new TypeError('createSyncFn: workerOptions may not set workerData or eval (the call uses them)')
   }
-  return { timeout, bytes, workerOptions }
+  return { timeout, bytes, workerOptions, workers }
 }
 
 /**
@@ -147,9 +154,16 @@ function createSyncFn (workerPath, options) {
   const opts = syncOptions(options)
   const requests = new Channel({ bytes: opts.bytes, codec: 'v8' })
   const answers = new Channel({ bytes: opts.bytes, codec: 'v8' })
-  let worker = null
-  let tid = -1
-  let gone = null // { reason, cause } once the worker failed or ended
+  // The caller spins for the answer only while that pays: a worker woken
+  // on its doorbell often answers later than a spin lasts, and a fruitless
+  // spin takes the CPU that worker needs.
+  adaptBlockingSpin(answers)
+  // The workers' doorbell where V8 has Atomics.waitAsync: [rung, asleep
+  // (how many workers sleep on it)].
+  const bell = typeof Atomics.waitAsync === 'function' ? new Int32Array(new SharedArrayBuffer(8)) : null
+  let started = false
+  const tids = [] // of the pool's workers
+  let gone = null // { reason, cause } once a worker failed or ended
   let lastId = 0
 
   const fail = () => new SyncWorkerError(
@@ -157,10 +171,29 @@ function createSyncFn (workerPath, options) {
     gone.cause === undefined ? undefined : { cause: gone.cause })
 
   function start () {
-    worker = new Worker(BOOT, Object.assign({}, opts.workerOptions, {
-      workerData: { file, requests: requests.handle, answers: answers.handle }
-    }))
-    tid = worker.threadId
+    started = true
+    for (let k = 0; k < opts.workers; k++) startOne()
+  }
+
+  function startOne () {
+    const options = Object.assign({}, opts.workerOptions, {
+      workerData: { file, requests: requests.handle, answers: answers.handle, bell: bell === null ? undefined : bell.buffer }
+    })
+    let worker
+    // lib/sync-preload.js before any other preload of the worker (those of
+    // its execArgv: by default the parent's), so that a preload that throws
+    // or exits is reported, and the thread is in the registry of ended
+    // threads before anything of the caller's runs. Where Node refuses that
+    // execArgv (a V8 flag inherited from the parent), without it: the
+    // worker's own script loads the same module first.
+    const execArgv = opts.workerOptions.execArgv === undefined ? process.execArgv : opts.workerOptions.execArgv
+    try {
+      worker = new Worker(BOOT, Object.assign({}, options, { execArgv: ['--require', PRELOAD].concat(execArgv) }))
+    } catch (e) {
+      if (e.code !== 'ERR_WORKER_INVALID_EXEC_ARGV') throw e
+      worker = new Worker(BOOT, options)
+    }
+    tids.push(worker.threadId)
     worker.unref()
     // Between calls the event loop runs: note what happened to the worker.
     worker.on('error', (e) => { if (gone === null) gone = { reason: 'uncaught', cause: e } })
@@ -175,10 +208,10 @@ function createSyncFn (workerPath, options) {
     return fail()
   }
 
-  // Whether the worker's thread ended; if so, takes the report it may have
+  // Whether a worker's thread ended; if so, takes the report it may have
   // left and sets `gone`.
   function ended () {
-    if (isThreadAlive(tid)) return false
+    if (tids.every(isThreadAlive)) return false
     for (;;) {
       const msg = answers.tryRecv()
       if (msg === Channel.EMPTY) break
@@ -198,13 +231,19 @@ function createSyncFn (workerPath, options) {
   return function syncFn (...args) {
     checkCanBlock('createSyncFn')
     if (gone !== null) throw fail()
-    if (worker === null) start()
+    if (!started) start()
     const id = ++lastId
     const deadline = deadlineOf(opts.timeout)
     const request = [id, args]
     for (;;) {
       try {
         requests.send(request, { timeout: Math.min(SLICE, Math.max(0, timeLeft(deadline))) })
+        // An idle worker sleeps on its doorbell, not on the channel. (A
+        // caller stopped before ringing leaves nobody waiting for the answer.)
+        if (bell !== null && Atomics.load(bell, 1) !== 0) {
+          Atomics.add(bell, 0, 1)
+          Atomics.notify(bell, 0) // every idle worker: one takes the request
+        }
         break
       } catch (e) {
         if (!(e instanceof ChannelTimeoutError)) throw e

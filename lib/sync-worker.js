@@ -1,82 +1,13 @@
 'use strict'
-// The worker behind createSyncFn (lib/sync-call.js): loads the caller's
-// module, whose serveSync(fn) starts answering requests, and reports on the
-// answers channel (id 0) when it cannot serve: the module failed to load or
-// never called serveSync ('start'), an error escaped outside a call
-// ('uncaught'), or it called process.exit ('exit'). A thread ended by
-// terminate() reports nothing: the caller sees it in the registry of ended
-// threads.
+// The script of the worker behind createSyncFn (lib/sync-call.js): loads
+// the caller's module, whose serveSync(fn) starts answering requests.
+// lib/sync-preload.js, loaded first, reports when it cannot serve.
 const { workerData } = require('worker_threads')
 const { pathToFileURL } = require('url')
-const { Channel } = require('./channel')
-const { ChannelClosedError } = require('./errors')
-const { internal } = require('./sync-call')
-
-const { toRecord, SERVE } = internal
-const requests = new Channel(workerData.requests)
-const answers = new Channel(workerData.answers)
-let serving = false
-let reported = false
-
-function report (reason, e) {
-  if (reported) return
-  reported = true
-  try {
-    answers.send([0, reason, toRecord(e)], { timeout: 1000 })
-  } catch {
-    // The caller finds the thread ended all the same.
-  }
-}
-
-function answer (msg) {
-  try {
-    answers.send(msg)
-  } catch (e) {
-    if (e instanceof ChannelClosedError) return
-    // The value does not serialize, or does not fit: the call fails with that.
-    answers.send([msg[0], false, toRecord(e)])
-  }
-}
-
-async function serve (fn) {
-  for (;;) {
-    let request
-    try {
-      request = await requests.recvAsync()
-    } catch (e) {
-      if (e instanceof ChannelClosedError) return
-      throw e
-    }
-    const id = request[0]
-    let msg
-    try {
-      msg = [id, true, await fn(...request[1])]
-    } catch (e) {
-      msg = [id, false, toRecord(e)]
-    }
-    answer(msg)
-  }
-}
-
-globalThis[SERVE] = (fn) => {
-  if (serving) throw new Error('serveSync: called twice in one worker')
-  serving = true
-  serve(fn).catch((e) => {
-    report('uncaught', e)
-    process.exit(1)
-  })
-}
-
-process.on('uncaughtException', (e) => {
-  report(serving ? 'uncaught' : 'start', e)
-  process.exit(1)
-})
-process.on('exit', (code) => {
-  report('exit', new Error(`the worker called process.exit(${code})`))
-})
+const { report, serving } = require('./sync-preload')
 
 import(pathToFileURL(workerData.file).href).then(() => {
-  if (!serving) {
+  if (!serving()) {
     report('start', new Error(`${workerData.file} did not call serveSync while loading`))
     process.exit(1)
   }

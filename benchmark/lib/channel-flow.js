@@ -26,6 +26,13 @@ function produce (d, sink) {
     sink.close()
     return
   }
+  if (d.impl === 'ringbuf.js') {
+    // No waiting in ringbuf.js: a full ring is polled until it has room.
+    while (Atomics.load(flow, STOP) === 0) {
+      if (sink.available_write() >= m.length) sink.push(m)
+    }
+    return
+  }
   let sent = 0
   while (Atomics.load(flow, STOP) === 0) {
     sink.postMessage(m)
@@ -78,6 +85,22 @@ async function consumeAsync (d, ch, from) {
   return c.result()
 }
 
+// ringbuf.js carries bytes without boundaries: a message is its d.size
+// bytes, popped into one reused buffer (how ringbuf.js is meant to be used;
+// a Channel hands out a fresh Uint8Array per message). An empty ring is
+// polled.
+function consumeRingbuf (d, rb, from) {
+  const c = counter(d, from)
+  const m = new Uint8Array(d.size)
+  while (c.result() === null) {
+    if (rb.available_read() >= d.size) {
+      rb.pop(m)
+      c.tick()
+    }
+  }
+  return c.result()
+}
+
 function consumePort (d, port, from) {
   const c = counter(d, from)
   return new Promise((resolve) => {
@@ -96,4 +119,4 @@ function consumePort (d, port, from) {
   })
 }
 
-module.exports = { produce, consumeBlocking, consumeAsync, consumePort, STOP, ACK }
+module.exports = { produce, consumeBlocking, consumeAsync, consumePort, consumeRingbuf, STOP, ACK }

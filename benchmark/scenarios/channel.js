@@ -8,11 +8,13 @@
 //               most 1024 messages in flight (benchmark/lib/channel-flow.js).
 //   round trip  the main thread sends 16 B and awaits the worker's echo.
 //               Figure: round trips per second.
-//   sync call   createSyncFn of an async add, small arguments, against the
-//               mechanism of synckit's createSyncFn written out
-//               (benchmark/baselines/synckit-pattern.js). Figure: calls per
-//               second, measured in the main thread.
-// Both carry Uint8Arrays (the 'bytes' codec; postMessage copies them by
+//   one producer  worker → worker, 16 B and 1 KiB, against ringbuf.js (from
+//               npm): single producer, single consumer, bytes only, no
+//               waiting (both of its sides poll). Figure: messages per second.
+//   sync call   createSyncFn of an async add, small arguments, against
+//               synckit's createSyncFn (from npm) with the same function.
+//               Figure: calls per second, measured in the main thread.
+// All carry Uint8Arrays (the 'bytes' codec; postMessage copies them by
 // structured clone, no transfer).
 
 const path = require('path')
@@ -23,20 +25,34 @@ const { consumeAsync, consumePort } = require('../lib/channel-flow')
 
 const WORKER = path.join(__dirname, '..', 'workers', 'channel-worker.js')
 const ADD = path.join(__dirname, '..', 'workers', 'sync-add.js')
+const SYNCKIT_ADD = path.join(__dirname, '..', 'workers', 'synckit-add.js')
 const { createSyncFn } = require('../..')
-const synckitPattern = require('../baselines/synckit-pattern')
 const RING = 1 << 20
+
+// The baselines from npm (devDependencies); a case whose baseline is not
+// installed says so instead of failing.
+function optional (name) {
+  try {
+    return require(name)
+  } catch (e) {
+    return null
+  }
+}
 
 function endpoints (impl) {
   if (impl === 'channel') return { ch: new Channel({ bytes: RING, codec: 'bytes' }) }
+  if (impl === 'ringbuf.js') {
+    const { RingBuffer } = optional('ringbuf.js')
+    return { rb: RingBuffer.getStorageForCapacity(RING, Uint8Array) }
+  }
   const { port1, port2 } = new MessageChannel()
   return { port1, port2 }
 }
 
 async function throughput (size, where, impl, { warmMs, ms }) {
   const flow = new Int32Array(new SharedArrayBuffer(8))
-  const { ch, port1, port2 } = endpoints(impl)
-  const base = { impl, size, flow, ms, handle: ch ? ch.handle : undefined }
+  const { ch, port1, port2, rb } = endpoints(impl)
+  const base = { impl, size, flow, ms, handle: ch ? ch.handle : undefined, rb }
   const specs = [{ file: WORKER, data: { ...base, role: 'produce', port: port1 }, transfer: port1 ? [port1] : [] }]
   if (where === 'worker') specs.push({ file: WORKER, data: { ...base, role: 'consume', port: port2 }, transfer: port2 ? [port2] : [] })
   const { main, results } = await withWorkers(specs, async (ctl) => {
@@ -86,7 +102,7 @@ async function roundTrip (impl, { warmMs, ms }) {
 
 // Calls add(i, 1) for warmMs, then counts the calls of the next ms.
 async function syncCall (impl, { warmMs, ms }) {
-  const add = impl === 'createSyncFn' ? createSyncFn(ADD) : synckitPattern.createSyncFn()
+  const add = impl === 'createSyncFn' ? createSyncFn(ADD) : optional('synckit').createSyncFn(SYNCKIT_ADD)
   let i = 0
   const until = (end) => {
     while (now() < end) {
@@ -120,6 +136,19 @@ for (const where of ['main', 'worker']) {
     comparisons.push({ case: id, metric: 'rate', ours: 'channel', base: 'postMessage', target: size === 16 ? 5 : null })
   }
 }
+for (const [size, tag] of [[16, '16'], [1024, '1k']]) {
+  const id = `11-spsc-${tag}`
+  cases.push({
+    id,
+    label: `one producer → one consumer, workers, ${tag} B messages`,
+    impls: ['channel', 'ringbuf.js'],
+    metrics: RATE,
+    implMissing: (impl) => impl === 'ringbuf.js' && !optional('ringbuf.js') ? 'ringbuf.js is not installed (npm install)' : null,
+    measure: (impl, opts) => throughput(size, 'worker', impl, opts)
+  })
+  // Within 1.5×: ringbuf.js ÷ Channel at most 1.5.
+  comparisons.push({ case: id, metric: 'rate', ours: 'channel', base: 'ringbuf.js', ratio: 'base/ours', op: '<=', target: 1.5 })
+}
 cases.push({
   id: '11-rtt',
   label: 'round trip main (async) ↔ worker (blocking echo), 16 B',
@@ -131,10 +160,11 @@ comparisons.push({ case: '11-rtt', metric: 'rate', ours: 'channel', base: 'postM
 cases.push({
   id: '11-sync',
   label: 'synchronous call of an async add, main → worker',
-  impls: ['createSyncFn', 'synckit pattern'],
+  impls: ['createSyncFn', 'synckit'],
   metrics: [{ name: 'rate', label: 'calls/s', unit: '/s', better: 'higher' }],
+  implMissing: (impl) => impl === 'synckit' && !optional('synckit') ? 'synckit is not installed (npm install)' : null,
   measure: syncCall
 })
-comparisons.push({ case: '11-sync', metric: 'rate', ours: 'createSyncFn', base: 'synckit pattern', target: 3 })
+comparisons.push({ case: '11-sync', metric: 'rate', ours: 'createSyncFn', base: 'synckit', target: 3 })
 
 module.exports = { id: '11', title: 'Channel vs MessagePort', cases, comparisons }

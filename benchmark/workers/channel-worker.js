@@ -1,21 +1,28 @@
 'use strict'
 // A worker of scenario 11 (benchmark/scenarios/channel.js). workerData:
-//   impl ('channel' | 'postMessage'), role ('produce' | 'consume' | 'echo'),
+//   impl ('channel' | 'postMessage' | 'ringbuf.js'), role ('produce' | 'consume' | 'echo'),
 //   size (bytes of a message), handle / back (Channel handles), port / backPort
-//   (MessagePorts), flow (Int32Array: STOP, ACK), ms, ctl.
+//   (MessagePorts), rb (ringbuf.js's SharedArrayBuffer), flow (Int32Array:
+//   STOP, ACK), ms, ctl.
 const { workerData, parentPort } = require('worker_threads')
 const { Channel } = require('../..')
 const { arrive, startTime } = require('../lib/threads')
-const { produce, consumeBlocking, consumePort } = require('../lib/channel-flow')
+const { produce, consumeBlocking, consumePort, consumeRingbuf } = require('../lib/channel-flow')
 
 const d = workerData
 arrive(d.ctl)
 const from = startTime(d.ctl)
 
+const ringbuf = () => {
+  const { RingBuffer } = require('ringbuf.js')
+  return new RingBuffer(d.rb, Uint8Array)
+}
+
 if (d.role === 'produce') {
-  produce(d, d.impl === 'channel' ? new Channel(d.handle) : d.port)
+  produce(d, d.impl === 'channel' ? new Channel(d.handle) : d.impl === 'ringbuf.js' ? ringbuf() : d.port)
 } else if (d.role === 'consume') {
   if (d.impl === 'channel') parentPort.postMessage(consumeBlocking(d, new Channel(d.handle), from))
+  else if (d.impl === 'ringbuf.js') parentPort.postMessage(consumeRingbuf(d, ringbuf(), from))
   else consumePort(d, d.port, from).then((r) => parentPort.postMessage(r))
 } else if (d.impl === 'channel') {
   // echo: answers every request until the channel is closed.

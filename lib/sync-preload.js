@@ -1,0 +1,115 @@
+'use strict'
+// The first module of the worker behind createSyncFn (lib/sync-call.js),
+// loaded with --require before any other preload and before the worker's
+// script (lib/sync-worker.js): it loads the package, so that the thread is
+// in the registry of ended threads as soon as anything of the caller's runs
+// in it, and reports on the answers channel (id 0) when the worker cannot
+// serve: something failed to load or never called serveSync ('start'), an
+// error escaped outside a call ('uncaught'), or it called process.exit
+// ('exit'). A thread ended by terminate() reports nothing: the caller sees
+// it in the registry of ended threads.
+const { workerData } = require('worker_threads')
+const { Channel, internal: { spinRecv } } = require('./channel')
+const { ChannelClosedError } = require('./errors')
+const { internal } = require('./sync-call')
+
+const { toRecord, SERVE } = internal
+const requests = new Channel(workerData.requests)
+const answers = new Channel(workerData.answers)
+let serving = false
+let reported = false
+
+function report (reason, e) {
+  if (reported) return
+  reported = true
+  try {
+    answers.send([0, reason, toRecord(e)], { timeout: 1000 })
+  } catch {
+    // The caller finds the thread ended all the same.
+  }
+}
+
+function answer (msg) {
+  try {
+    answers.send(msg)
+  } catch (e) {
+    if (e instanceof ChannelClosedError) return
+    // The value does not serialize, or does not fit: the call fails with that.
+    answers.send([msg[0], false, toRecord(e)])
+  }
+}
+
+// The doorbell (lib/sync-call.js): BELL_RUNG moves on with each ring,
+// BELL_ASLEEP counts the workers of the pool that wait for it (a worker
+// that dies asleep leaves one too many: its caller rings for nothing).
+const bell = workerData.bell === undefined ? null : new Int32Array(workerData.bell)
+const BELL_RUNG = 0
+const BELL_ASLEEP = 1
+
+// The next request: at once if one is there, else after sleeping on the
+// doorbell (V8's own Atomics.waitAsync: a caller's Atomics.notify reaches
+// an idle event loop at less cost than a wake-up through the addon's
+// thread-safe function), or, where there is none, through recvAsync.
+async function next () {
+  if (bell === null) return requests.recvAsync()
+  for (;;) {
+    let request = requests.tryRecv()
+    if (request !== Channel.EMPTY) return request
+    // Calls that follow each other closely: look for a while first.
+    if (spinRecv(requests) && (request = requests.tryRecv()) !== Channel.EMPTY) return request
+    const rung = Atomics.load(bell, BELL_RUNG)
+    Atomics.add(bell, BELL_ASLEEP, 1)
+    // Announced first, then looked again: a caller that committed before
+    // the announcement is seen here, one after it sees the announcement.
+    try {
+      request = requests.tryRecv()
+      if (request === Channel.EMPTY) await Atomics.waitAsync(bell, BELL_RUNG, rung).value
+    } finally {
+      Atomics.sub(bell, BELL_ASLEEP, 1)
+    }
+    if (request !== Channel.EMPTY) return request
+  }
+}
+
+async function serve (fn) {
+  // V8's Atomics.waitAsync keeps no event loop alive: while serving, a timer
+  // does (as the addon's async waits do for recvAsync).
+  const alive = bell === null ? null : setInterval(() => {}, 0x7fffffff)
+  for (;;) {
+    let request
+    try {
+      request = await next()
+    } catch (e) {
+      if (alive !== null) clearInterval(alive)
+      if (e instanceof ChannelClosedError) return
+      throw e
+    }
+    const id = request[0]
+    let msg
+    try {
+      msg = [id, true, await fn(...request[1])]
+    } catch (e) {
+      msg = [id, false, toRecord(e)]
+    }
+    answer(msg)
+  }
+}
+
+globalThis[SERVE] = (fn) => {
+  if (serving) throw new Error('serveSync: called twice in one worker')
+  serving = true
+  serve(fn).catch((e) => {
+    report('uncaught', e)
+    process.exit(1)
+  })
+}
+
+process.on('uncaughtException', (e) => {
+  report(serving ? 'uncaught' : 'start', e)
+  process.exit(1)
+})
+process.on('exit', (code) => {
+  report('exit', new Error(`the worker called process.exit(${code})`))
+})
+
+module.exports = { report, serving: () => serving }
