@@ -94,6 +94,22 @@ function tailOf (output, lines) {
   return cut.concat(shown.map((l) => '    | ' + l)).join('\n')
 }
 
+// The TAP blocks of a file's failed tests (a `not ok` line that is no todo
+// or skip, and its YAML block up to its `...`), each cut at `max` lines:
+// the tail of a long file's output may hold only other tests' diagnostics.
+function failuresOf (output, max) {
+  const all = output.split('\n')
+  const blocks = []
+  for (let i = 0; i < all.length; i++) {
+    const m = /^(\s*)not ok \d+ - (.*)$/.exec(all[i])
+    if (!m || /#\s*(TODO|SKIP)\b/i.test(m[2])) continue
+    const end = all.findIndex((l, k) => k > i && l === m[1] + '  ...')
+    const block = all.slice(i, end < 0 ? i + max : Math.min(end + 1, i + max))
+    blocks.push(block.map((l) => '    ! ' + l).join('\n'))
+  }
+  return blocks.join('\n')
+}
+
 // Runs every file in order; resolves with the totals and the results.
 async function runSuite (bin, files, opts, log) {
   const totals = { passed: 0, failed: 0, skipped: 0, files: 0, failedFiles: [] }
@@ -108,7 +124,11 @@ async function runSuite (bin, files, opts, log) {
     totals.files++
     if (!r.ok) totals.failedFiles.push(path.relative(ROOT, r.file))
     log(describeResult(r))
-    if (!r.ok) log(tailOf(r.output, 150))
+    if (!r.ok) {
+      const failures = failuresOf(r.output, 60)
+      if (failures) log(failures)
+      log(tailOf(r.output, failures ? 60 : 150))
+    }
   }
   return { totals, results }
 }
@@ -122,7 +142,7 @@ function optionsFor (major) {
   return { execArgv: [] }
 }
 
-module.exports = { testFiles, runFile, runSuite, summaryOf, optionsFor }
+module.exports = { testFiles, runFile, runSuite, summaryOf, failuresOf, optionsFor }
 
 if (require.main === module) {
   const argv = process.argv.slice(2)
