@@ -31,14 +31,6 @@ const HARD_TIMEOUT = 120000
 const SYNC_WINDOW = 'requestSync stopped while it blocks, in its callback, or between its grant and its release keeps the lock'
 const REQUEST_WINDOW = 'request() stopped after the addon made the request and before its continuation is set up keeps the lock or the queued request (and its grant then throws in the delivery)'
 
-// Seen failing once in a full CI run on Node 26 (one of its 40 terminate()
-// rounds, with the machine loaded), never in isolation (12 runs) nor with
-// three copies of the file at once; its output was cut, the cause is not
-// known yet. It runs and reports, as a todo, until it is found.
-const TERMINATED_INTERMITTENT = {
-  request: 'one terminate() round in a CI run on Node 26 left a request ungranted; cause not found yet'
-}
-
 // [scenario, vm-timeout rounds, terminate() rounds, todo of the interrupted rounds]
 const SCENARIOS = [
   ['request', 500, 40, REQUEST_WINDOW],
@@ -75,9 +67,7 @@ async function run (t, name, interruptions, terminations, env) {
 
 describe('Web Locks: a thread stopped at a random point strands nobody (child processes)', moduleOnly, () => {
   for (const [name, interruptions, terminations, todo] of SCENARIOS) {
-    const flaky = TERMINATED_INTERMITTENT[name]
-    const marked = !flaky ? {} : todoFailsRun ? { skip: `known intermittent failure: ${flaky}` } : { todo: flaky }
-    test(`${name}: the victim's worker terminated`, Object.assign({ timeout: HARD_TIMEOUT + 10000 }, marked), (t) =>
+    test(`${name}: the victim's worker terminated`, { timeout: HARD_TIMEOUT + 10000 }, (t) =>
       run(t, name, 0, terminations))
     const env = todo ? { WEB_LOCKS_KILL_MAX_STRANDED: '1' } : {}
     const known = !todo ? {} : todoFailsRun ? { skip: `known defect (a todo, which this runner counts as a failure): ${todo}` } : { todo }
