@@ -236,6 +236,9 @@ function release (slot) {
   settlers[slot] = undefined
   arrays[slot] = undefined
   freeSlots.push(slot)
+  if (typeof resolve !== 'function') {
+    throw new Error(`shared-futex: an outcome for async waiter slot ${slot}, which has no waiter (a call stopped, by a vm timeout, before it registered one)`)
+  }
   return resolve
 }
 
@@ -280,13 +283,22 @@ function deliver (list) {
     return
   }
   const n = list.length
+  // One entry that fails (a settler that throws, or none where the
+  // addon delivered: a request stopped by a vm timeout before it registered
+  // it) must not cost the rest of the batch their outcomes: the first error
+  // is thrown once every entry is delivered.
+  let failure = null
   for (let k = 0; k < n; k++) {
     const entry = list[k]
-    if (entry >= WEB_EVENT) {
-      pendingCount++ // not a waiter: uncounted below
-      webLockEvent((entry - WEB_EVENT) >>> 2)
-    } else {
-      release(entry >>> 2)(OUTCOMES[entry & 3])
+    try {
+      if (entry >= WEB_EVENT) {
+        pendingCount++ // not a waiter: uncounted below
+        webLockEvent((entry - WEB_EVENT) >>> 2)
+      } else {
+        release(entry >>> 2)(OUTCOMES[entry & 3])
+      }
+    } catch (e) {
+      if (failure === null) failure = e
     }
   }
   pendingCount -= n
@@ -296,6 +308,7 @@ function deliver (list) {
     arrays.length = 0
     freeSlots = []
   }
+  if (failure !== null) throw failure
 }
 
 // The sequence number and slot of the most recent waiter queueAsync queued.

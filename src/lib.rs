@@ -285,16 +285,23 @@ pub fn is_thread_alive(thread_id: u32) -> bool {
 /// the process-wide table's, which is never freed: no finalizer.
 #[napi(js_name = "presenceBuffer")]
 pub fn presence_buffer(env: &Env) -> Result<Unknown<'_>> {
-    let counts = TABLE.presence();
+    static_atomics_buffer(env, TABLE.presence())
+}
+
+/// An `ArrayBuffer` over `words`, memory of the process that is never freed
+/// (so the buffer has no finalizer), or `null` where the runtime allows no
+/// external buffers.
+pub(crate) fn static_atomics_buffer<'env, T>(env: &'env Env, words: &'static [T]) -> Result<Unknown<'env>> {
     let raw_env = env.raw();
     let mut value = ptr::null_mut();
-    // SAFETY: live env; the counts are static (the table is never dropped)
-    // and only ever accessed atomically, here and by JavaScript's Atomics.
+    // SAFETY: live env; `words` is static (never dropped), and its callers
+    // pass atomics only ever accessed atomically, here and by JavaScript's
+    // Atomics.
     let status = unsafe {
         sys::napi_create_external_arraybuffer(
             raw_env,
-            counts.as_ptr() as *mut c_void,
-            std::mem::size_of_val(counts),
+            words.as_ptr() as *mut c_void,
+            std::mem::size_of_val(words),
             None,
             ptr::null_mut(),
             &mut value,

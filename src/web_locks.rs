@@ -28,20 +28,18 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::ffi::c_void;
 use std::hash::{Hash, Hasher};
-use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use futex_core::{AsyncOutcome, Key, Owner, ParkToken, Protocol, UnparkToken, WaitTable};
 use napi::bindgen_prelude::Utf16String;
-use napi::{sys, Either, Env, Result, Unknown};
+use napi::{Either, Env, Result, Unknown};
 use napi_derive::napi;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::resolver::{Resolver, Token};
-use crate::{check, js_alive, this_resolver, SLICE};
+use crate::{js_alive, this_resolver, SLICE};
 
 /// Buckets of resource names, each behind its own lock.
 const BUCKETS: usize = 64;
@@ -869,25 +867,5 @@ pub fn web_lock_fast_release(name: Utf16String, number: u32, slot: i32) -> Eithe
 /// external buffers. The memory is the process-wide manager's, never freed.
 #[napi(js_name = "webLockWords")]
 pub fn web_lock_words(env: &Env) -> Result<Unknown<'_>> {
-    let words = &FAST.words;
-    let raw_env = env.raw();
-    let mut value = ptr::null_mut();
-    // SAFETY: live env; the words are static (never dropped) and only ever
-    // accessed atomically, here and by JavaScript's Atomics.
-    let status = unsafe {
-        sys::napi_create_external_arraybuffer(
-            raw_env,
-            words.as_ptr() as *mut c_void,
-            std::mem::size_of_val::<[AtomicI32]>(words),
-            None,
-            ptr::null_mut(),
-            &mut value,
-        )
-    };
-    if status != sys::Status::napi_ok {
-        // SAFETY: live env; out-pointer is a local.
-        check(unsafe { sys::napi_get_null(raw_env, &mut value) }, "napi_get_null")?;
-    }
-    // SAFETY: a value created on this env during this call.
-    Ok(unsafe { Unknown::from_raw_unchecked(raw_env, value) })
+    crate::static_atomics_buffer(env, &FAST.words[..])
 }
