@@ -354,9 +354,12 @@ export declare function webLockRelease(name: string, id: number, slot: number): 
  * `flags`: 1 shared, 2 ifAvailable, 4 steal, 8 the pending request keeps
  * the thread alive. Returns `id · 4 + status`: status 0 queued (both slots
  * pending), 1 granted now (the steal slot pending), 2 not available
- * (ifAvailable; nothing pending).
+ * (ifAvailable; nothing pending); and writes the same number into
+ * `answer[at]` (a `Float64Array` of the copy), where its continuation reads
+ * it: a termination that lands as this call returns (a `vm` timeout) can
+ * skip the store of its return value, never this write.
  */
-export declare function webLockRequest(name: string, flags: number, thread: number, grantSlot: number, stealSlot: number): number
+export declare function webLockRequest(name: string, flags: number, thread: number, grantSlot: number, stealSlot: number, answer: unknown, at: number): number
 
 /**
  * Requests the lock `name` for this thread and blocks until it is granted

@@ -444,41 +444,39 @@ function protocolAsync (ta, call) {
   return { token: [seq, slot], index: n % 2, promise: register(ta, seq, slot) }
 }
 
-// A Web Locks request (src/web_locks.rs) with two waiters of this copy:
-// `call(grantSlot, stealSlot)` answers id · 4 + status, status 0 queued
-// (both pending), 1 granted now (only the steal waiter pending), 2 not
-// available (neither). Returns { id, status, grantSlot, stealSlot }. The
-// waiters are plain functions, no promises: `onGrant` is called with
-// 'handoff' when the lock is granted (in the delivery itself, the task the
-// spec queues for the callback), or 'cancelled'; `onSteal` with 'ok' if the
-// lock is stolen while held, or 'cancelled'.
-function webLockAsync (call, onGrant, onSteal) {
+// The two waiters of a Web Locks request (src/web_locks.rs), registered
+// before the request is made, so that a thread stopped right after the
+// native call (a vm timeout) leaves nothing its continuation cannot finish:
+// `onGrant` is called with 'handoff' when the lock is granted (in the
+// delivery itself, the task the spec queues for the callback), or
+// 'cancelled'; `onSteal` with 'ok' if the lock is stolen while held, or
+// 'cancelled'. Sets hold.grantSlot and hold.stealSlot, each as soon as it is
+// claimed. The addon counts the waiters the request leaves pending; the
+// continuation drops the others (webLockDrop). The slots the addon knows
+// them by are webLockBase() + those.
+function webLockSlots (hold, onGrant, onSteal) {
   const grantSlot = claimSlot()
-  const reserved = settlers[grantSlot]
-  settlers[grantSlot] = null // so that the second claim takes another slot
-  const stealSlot = claimSlot()
-  let n
+  settlers[grantSlot] = onGrant
+  pendingCount++
+  hold.grantSlot = grantSlot
+  let stealSlot
   try {
-    n = call(copyBase + grantSlot, copyBase + stealSlot)
+    stealSlot = claimSlot()
   } catch (e) {
-    settlers[grantSlot] = reserved
-    throw unclaim(grantSlot, e)
+    webLockDrop(grantSlot)
+    hold.grantSlot = -1
+    throw e
   }
-  const status = n % 4
-  if (status === 0) {
-    settlers[grantSlot] = onGrant
-    pendingCount++
-  } else {
-    settlers[grantSlot] = reserved
-    freeSlots.push(grantSlot)
-  }
-  if (status === 2) {
-    if (stealSlot < settlers.length) freeSlots.push(stealSlot)
-  } else {
-    settlers[stealSlot] = onSteal
-    pendingCount++
-  }
-  return { id: (n - status) / 4, status, grantSlot, stealSlot }
+  settlers[stealSlot] = onSteal
+  pendingCount++
+  hold.stealSlot = stealSlot
+}
+
+// Frees a Web Locks waiter that the addon never counted (its request was
+// granted at once, found unavailable, or never made), without settling it.
+function webLockDrop (slot) {
+  pendingCount--
+  release(slot)
 }
 
 // This copy's slot base for the addon (its resolver set up): for lib/web-locks.js.
@@ -597,7 +595,8 @@ module.exports = {
     eventAsync,
     protocolAsync,
     cancelAsync,
-    webLockAsync,
+    webLockSlots,
+    webLockDrop,
     webLockCancel,
     webLockCopy,
     webLockGranted,

@@ -7,11 +7,12 @@
 // callback, releasing when its promise settles, signal and steal).
 const { threadId } = require('worker_threads')
 const binding = require('./native')
-const { webLockAsync, webLockCancel, webLockCopy, webLockGranted, webLockBase, webLockFast: fast } = require('./futex').internal
+const { webLockSlots, webLockDrop, webLockCancel, webLockCopy, webLockGranted, webLockBase, webLockFast: fast } = require('./futex').internal
 const { DeadlockError } = require('./errors')
 const { checkCanBlock, canBlock, Atomics: atomics, hasAtomics } = require('./host')
 
-// Answers of the addon's webLockRequest (0: queued) and its flags.
+// Answers of the addon's webLockRequest and its flags.
+const QUEUED = 0
 const GRANTED_NOW = 1
 const NOT_AVAILABLE = 2
 const DEADLOCK = 3
@@ -268,15 +269,16 @@ function onStolen (s) {
   hold.reject(stolenError())
 }
 
-// Registers `hold` (or SYNC_HOLD), which took slot `s` on the fast path.
+// Registers `hold` (or SYNC_HOLD), which took slot `s` on the fast path
+// (registered first: a request stopped after that is not registered twice).
 function takeFast (s, hold) {
   const previous = fastHolds[s]
+  fastHolds[s] = hold
   if (previous !== undefined) {
     // Its word was free again, so it was stolen; its news is on its way.
     stale[s]++
     if (previous !== SYNC_HOLD) stolen(previous)
   }
-  fastHolds[s] = hold
 }
 
 // Releases the lock `hold` took on the fast path at slot `s` for `name`:
@@ -314,9 +316,11 @@ class Hold {
     this.name = name
     this.mode = mode
     this.slot = slot // on the fast path; -1: through the addon
+    this.word = undefined // what the fast path's compareExchange found there (0: taken)
+    this.answer = null // Float64Array: the addon's answer to the request (-1 until made)
     this.id = 0 // the addon's id of the request (slot -1)
-    this.grantSlot = 0
-    this.stealSlot = 0
+    this.grantSlot = -1
+    this.stealSlot = -1
     this.signal = signal
     this.onAbort = null
     this.callback = callback
@@ -391,72 +395,148 @@ function listen (hold) {
     if (hold.slot < 0 && binding.webLockAbort(hold.name, hold.id)) {
       webLockCancel(hold.grantSlot)
       webLockCancel(hold.stealSlot)
+      // Both slots are free again (another request may take them before
+      // `made` runs): nothing is left for `made` to read or drop.
+      hold.answer = null
+      hold.grantSlot = -1
+      hold.stealSlot = -1
     }
     hold.reject(reasonOf(signal))
   }
   signal.addEventListener('abort', hold.onAbort)
 }
 
-// ifAvailable and not grantable: the callback gets null, on a later turn.
-function notAvailable (callback, resolve) {
-  RESOLVED.then(() => resolve(invoke(callback, null)))
+// ifAvailable and not grantable: the callback gets null (in `made`'s microtask).
+function notAvailable (hold) {
+  hold.resolve(invoke(hold.callback, null))
 }
 
 // Request a lock: the spec's steps from "request a lock" on, once the
 // arguments are checked. `resolve` / `reject` settle the request's promise
 // (the lock's released promise).
+//
+// A vm timeout can stop this thread's JavaScript at any function entry and
+// let the thread live on (docs/web-locks.md, "Threads that end"). So the
+// request's continuation (`made`, one microtask) is queued first, then its
+// waiters and the signal's listener are set up, and the step that takes or
+// asks for the lock comes last: the fast path's compareExchange, its result
+// stored in the same statement, or the native request, which writes its
+// answer where `made` reads it. Stopped before that step, the request was
+// never made and `made` undoes the set-up (the promise never settles);
+// stopped after it, `made` and the waiters finish the request.
 function requestLock (name, mode, ifAvailable, steal, signal, callback, resolve, reject) {
+  const hold = new Hold(name, mode, -1, signal, callback, resolve, reject)
+  RESOLVED.then(() => made(hold))
+  if (signal !== undefined) listen(hold)
   if (!steal && mode === 'exclusive') {
     const s = slotOf(name)
     if (s >= 0) {
-      const w = atomics.compareExchange(words, s * STRIDE, 0, me)
-      if (w === 0) {
-        // Nothing held or queued for the name anywhere: granted.
-        const hold = new Hold(name, mode, s, signal, callback, resolve, reject)
+      hold.slot = s
+      hold.word = atomics.compareExchange(words, s * STRIDE, 0, me)
+      // 0: nothing held or queued for the name anywhere: granted (`made`
+      // runs the callback). A lock held on the fast path at the moment of
+      // the load: an ifAvailable request is not grantable.
+      if (hold.word === 0) {
         takeFast(s, hold)
-        if (signal !== undefined) listen(hold)
-        RESOLVED.then(() => granted(hold))
         return
       }
-      if (ifAvailable && w > 0 && w < FROZEN) {
-        // Held on the fast path at the moment of the load: not grantable.
-        notAvailable(callback, resolve)
-        return
-      }
+      if (ifAvailable && hold.word > 0 && hold.word < FROZEN) return
+      hold.slot = -1
     }
   }
   const flags = (mode === 'shared' ? SHARED : 0) | (ifAvailable ? IF_AVAILABLE : 0) | (steal ? STEAL : 0) | (keepAlive ? KEEP_ALIVE : 0)
-  const hold = new Hold(name, mode, -1, signal, callback, resolve, reject)
-  const r = webLockAsync(
-    (grantSlot, stealSlot) => binding.webLockRequest(name, flags, threadId, grantSlot, stealSlot),
+  webLockSlots(hold,
     (outcome) => { if (outcome !== 'cancelled') granted(hold) },
-    (outcome) => { if (outcome !== 'cancelled') stolen(hold) }
-  )
-  if (r.status === NOT_AVAILABLE) {
-    notAvailable(callback, resolve)
+    (outcome) => { if (outcome !== 'cancelled') stolen(hold) })
+  const at = hold.grantSlot
+  if (at >= answers.length) growAnswers(at)
+  hold.answer = answers
+  answers[at] = -1
+  const base = webLockBase()
+  const n = binding.webLockRequest(name, flags, threadId, base + at, base + hold.stealSlot, answers, at)
+  // Known at once for an abort in this turn (`made` sets it too, from the answer).
+  hold.id = (n - n % 4) / 4
+}
+
+// The addon's answers to this copy's requests, by grant slot: a slot is the
+// request's until `made` has read it. Grown by replacing it; a request
+// keeps the array it was answered in (hold.answer).
+let answers = new Float64Array(64)
+function growAnswers (at) {
+  let length = answers.length
+  while (length <= at) length *= 2
+  answers = new Float64Array(length)
+}
+
+// The continuation of requestLock, in the microtask it queued first.
+function made (hold) {
+  if (hold.slot >= 0) {
+    if (hold.word === 0) {
+      if (fastHolds[hold.slot] !== hold) takeFast(hold.slot, hold) // stopped before it
+      granted(hold)
+    } else if (hold.word !== undefined) {
+      unlisten(hold)
+      notAvailable(hold)
+    } else {
+      unlisten(hold) // stopped before the compareExchange: never made
+    }
     return
   }
-  hold.id = r.id
-  hold.grantSlot = r.grantSlot
-  hold.stealSlot = r.stealSlot
-  if (signal !== undefined) listen(hold)
-  if (r.status === GRANTED_NOW) RESOLVED.then(() => granted(hold))
+  const n = hold.answer === null ? -1 : hold.answer[hold.grantSlot]
+  if (n < 0) {
+    // Never made: the native call threw (the request's promise rejected
+    // with that), or the thread was stopped before it.
+    if (hold.grantSlot >= 0) webLockDrop(hold.grantSlot)
+    if (hold.stealSlot >= 0) webLockDrop(hold.stealSlot)
+    unlisten(hold)
+    return
+  }
+  const status = n % 4
+  hold.id = (n - status) / 4
+  if (status === QUEUED) return // the grant waiter runs `granted`
+  webLockDrop(hold.grantSlot) // not counted by the addon
+  if (status === GRANTED_NOW) {
+    granted(hold)
+    return
+  }
+  webLockDrop(hold.stealSlot) // NOT_AVAILABLE: neither
+  unlisten(hold)
+  notAvailable(hold)
+}
+
+function unlisten (hold) {
+  if (hold.onAbort !== null) hold.signal.removeEventListener('abort', hold.onAbort)
 }
 
 // A requestSync granted on the fast path at slot `s`: runs fn, releases.
+// Between fn's end and the release's compareExchange there is no function
+// call, where a vm timeout could stop this thread and leave it the lock;
+// and a release that grants requests of this copy lets the addon deliver
+// them (no handing over in this frame: docs/web-locks.md, "Threads that end").
 function runSyncFast (name, s, fn) {
   takeFast(s, SYNC_HOLD)
+  let done = false
   let result
   try {
     result = fn(new Lock(INTERNAL, name, 'exclusive'))
-  } catch (e) {
-    handOver(releaseFast(name, s, SYNC_HOLD))
-    throw e
+    done = true
+  } finally {
+    let released = false
+    if (fastHolds[s] === SYNC_HOLD) {
+      fastHolds[s] = undefined
+      released = atomics.compareExchange(words, s * STRIDE, me, 0) === me || releaseSyncClaimed(name, s)
+    }
+    if (done && !released) throw stolenError() // eslint-disable-line no-unsafe-finally
   }
-  const r = releaseFast(name, s, SYNC_HOLD)
-  if (r === false) throw stolenError()
-  handOver(r)
   return result
+}
+
+// As releaseClaimed, for requestSync: grants to this copy are delivered by
+// the addon.
+function releaseSyncClaimed (name, s) {
+  const r = binding.webLockFastRelease(name, me, -1)
+  if (r === false) stale[s]++
+  return r !== false
 }
 
 // --- LockManager ----------------------------------------------------------------
@@ -528,16 +608,16 @@ class LockManager {
     }
     if (status === NOT_AVAILABLE) return Reflect.apply(fn, undefined, [null])
     const id = (n - status) / 4
+    // Released as runSyncFast does: no call between fn's end and the
+    // release, whose grants to this copy the addon delivers.
+    let done = false
     let result
     try {
       result = Reflect.apply(fn, undefined, [new Lock(INTERNAL, resource, opts.mode)])
-    } catch (e) {
-      handOver(binding.webLockRelease(resource, id, webLockBase()))
-      throw e
+      done = true
+    } finally {
+      if (binding.webLockRelease(resource, id, -1) === false && done) throw stolenError() // eslint-disable-line no-unsafe-finally
     }
-    const r = binding.webLockRelease(resource, id, webLockBase())
-    if (r === false) throw stolenError()
-    handOver(r)
     return result
   }
 

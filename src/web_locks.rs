@@ -34,7 +34,7 @@ use std::sync::{Arc, LazyLock};
 
 use futex_core::{AsyncOutcome, Key, Owner, ParkToken, Protocol, UnparkToken, WaitTable};
 use napi::bindgen_prelude::Utf16String;
-use napi::{Either, Env, Result, Unknown};
+use napi::{Either, Env, JsValue, Result, Unknown};
 use napi_derive::napi;
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -730,15 +730,63 @@ impl Protocol for WebLocks {
 /// `flags`: 1 shared, 2 ifAvailable, 4 steal, 8 the pending request keeps
 /// the thread alive. Returns `id · 4 + status`: status 0 queued (both slots
 /// pending), 1 granted now (the steal slot pending), 2 not available
-/// (ifAvailable; nothing pending).
+/// (ifAvailable; nothing pending); and writes the same number into
+/// `answer[at]` (a `Float64Array` of the copy), where its continuation reads
+/// it: a termination that lands as this call returns (a `vm` timeout) can
+/// skip the store of its return value, never this write.
 #[napi(js_name = "webLockRequest")]
-pub fn web_lock_request(name: Utf16String, flags: u32, thread: u32, grant_slot: u32, steal_slot: u32) -> Result<f64> {
+#[allow(clippy::too_many_arguments)] // the JavaScript call's arguments, one each
+pub fn web_lock_request(
+    env: Env,
+    name: Utf16String,
+    flags: u32,
+    thread: u32,
+    grant_slot: u32,
+    steal_slot: u32,
+    answer: Unknown,
+    at: u32,
+) -> Result<f64> {
+    let cell = answer_cell(&env, answer, at)?;
     let owner = this_resolver(grant_slot)?;
     let ask = ask_of(flags, false);
     let grant = Token::new(grant_slot, flags & KEEP_ALIVE != 0, false);
     let steal = Token::new(steal_slot, false, false);
     let (id, status) = MANAGER.request(&name, ask, thread, Client::Async { owner, grant, steal });
-    Ok((id * 4 + status) as f64)
+    let n = (id * 4 + status) as f64;
+    // SAFETY: an element of a Float64Array of this call (checked by
+    // `answer_cell`), whose buffer the call's handle keeps alive.
+    unsafe { cell.write(n) };
+    Ok(n)
+}
+
+/// Element `at` of `value`, a `Float64Array`.
+fn answer_cell(env: &Env, value: Unknown, at: u32) -> Result<*mut f64> {
+    let mut kind = napi::sys::TypedarrayType::int8_array;
+    let mut length = 0;
+    let mut data = std::ptr::null_mut();
+    let mut buffer = std::ptr::null_mut();
+    let mut offset = 0;
+    // SAFETY: live env and value of this call; out-pointers are locals.
+    let status = unsafe {
+        napi::sys::napi_get_typedarray_info(
+            env.raw(),
+            value.raw(),
+            &mut kind,
+            &mut length,
+            &mut data,
+            &mut buffer,
+            &mut offset,
+        )
+    };
+    if status != napi::sys::Status::napi_ok || kind != napi::sys::TypedarrayType::float64_array || at as usize >= length
+    {
+        return Err(napi::Error::new(
+            napi::Status::InvalidArg,
+            "webLockRequest: answer must be a Float64Array with an element at `at`".to_owned(),
+        ));
+    }
+    // SAFETY: `at` is within the array's `length` elements.
+    Ok(unsafe { (data as *mut f64).add(at as usize) })
 }
 
 fn ask_of(flags: u32, blocking: bool) -> Ask {
