@@ -67,18 +67,16 @@ async function run (t, name, interruptions, terminations, env) {
 // a worker's requests on a fresh name is granted at once, so every stop
 // lands in a request being made (fixtures/web-locks-vm-requests.js).
 const VM_REQUESTS = path.join(__dirname, 'fixtures', 'web-locks-vm-requests.js')
-describe('Web Locks: request() stopped by a vm timeout leaves nothing held or queued (child processes)', moduleOnly, () => {
+describe('Web Locks: a thread stopped at a random point strands nobody (child processes)', moduleOnly, () => {
   for (const mode of ['exclusive', 'shared', 'mixed']) {
-    test(`${mode} requests granted at once, 300 stops`, { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    test(`request() stopped by a vm timeout, ${mode} requests granted at once: nothing left held or queued (300 stops)`, { timeout: HARD_TIMEOUT + 10000 }, async () => {
       const r = await runChild([VM_REQUESTS, mode, '300'], { timeoutMs: HARD_TIMEOUT })
       assert.ok(!r.timedOut && r.code === 0 && r.result, transcript(r))
       assert.ok(r.result.requests > r.result.rounds, `requests were made: ${JSON.stringify(r.result)}`)
       assert.strictEqual(r.result.stranded, 0, `rounds that left a lock or request: ${JSON.stringify(r.result)}`)
     })
   }
-})
 
-describe('Web Locks: a thread stopped at a random point strands nobody (child processes)', moduleOnly, () => {
   for (const [name, interruptions, terminations, todo] of SCENARIOS) {
     test(`${name}: the victim's worker terminated`, { timeout: HARD_TIMEOUT + 10000 }, (t) =>
       run(t, name, 0, terminations))
