@@ -462,6 +462,40 @@ describe('Web Locks: names in use, grants within the thread', () => {
     assert.deepStrictEqual(await stateOf(kept), { held: [], pending: [] })
   })
 
+  test('a lock stolen by another thread before its callback ran, then taken again in the same turn: the new request keeps it', T, async () => {
+    // request A takes the name; a worker steals it while this thread blocks;
+    // request B, still in the same turn, takes the name again. A rejects
+    // with AbortError; B's callback runs and B resolves with its result.
+    const { Worker } = require('worker_threads')
+    const name = uniqueName()
+    const flag = new Int32Array(new SharedArrayBuffer(8))
+    const worker = new Worker(`
+      const { workerData: { name, flag, lib } } = require('worker_threads')
+      const { locks } = require(lib)
+      Atomics.store(flag, 0, 1)
+      Atomics.notify(flag, 0)
+      Atomics.wait(flag, 1, 0)
+      locks.requestSync(name, { steal: true }, () => {})
+      Atomics.store(flag, 1, 2)
+      Atomics.notify(flag, 1)
+    `, { eval: true, workerData: { name, flag, lib: path.join(__dirname, '..', 'web-locks') } })
+    while (Atomics.load(flag, 0) === 0) await turn()
+    const order = []
+    const a = locks.request(name, () => { order.push('A') })
+    Atomics.store(flag, 1, 1)
+    Atomics.notify(flag, 1)
+    Atomics.wait(flag, 1, 1) // until the worker's steal is done
+    const b = locks.request(name, () => { order.push('B'); return 'B done' })
+    const [ra, rb] = await Promise.allSettled([a, b])
+    await new Promise((resolve) => worker.once('exit', resolve))
+    assert.strictEqual(ra.status, 'rejected')
+    assert.strictEqual(ra.reason.name, 'AbortError')
+    assert.deepStrictEqual(rb, { status: 'fulfilled', value: 'B done' })
+    assert.ok(order.includes('B'), `callbacks run: ${order}`)
+    await turn()
+    assert.deepStrictEqual(await stateOf(name), { held: [], pending: [] })
+  })
+
   test("a release that grants this thread's next request runs it in the same turn (docs/web-locks.md)", T, async () => {
     const name = uniqueName()
     const order = []

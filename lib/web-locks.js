@@ -270,10 +270,12 @@ function onStolen (s) {
 }
 
 // Registers `hold` (or SYNC_HOLD), which took slot `s` on the fast path
-// (registered first: a request stopped after that is not registered twice).
+// (registered and marked first, with no call in between: a request stopped
+// after that is not registered twice, see `made`).
 function takeFast (s, hold) {
   const previous = fastHolds[s]
   fastHolds[s] = hold
+  if (hold !== SYNC_HOLD) hold.taken = true
   if (previous !== undefined) {
     // Its word was free again, so it was stolen; its news is on its way.
     stale[s]++
@@ -317,6 +319,7 @@ class Hold {
     this.mode = mode
     this.slot = slot // on the fast path; -1: through the addon
     this.word = undefined // what the fast path's compareExchange found there (0: taken)
+    this.taken = false // registered as the fast path's hold of its slot (takeFast)
     this.answer = null // Float64Array: the addon's answer to the request (-1 until made)
     this.id = 0 // the addon's id of the request (slot -1)
     this.grantSlot = -1
@@ -459,8 +462,9 @@ function requestLock (name, mode, ifAvailable, steal, signal, callback, resolve,
 }
 
 // The addon's answers to this copy's requests, by grant slot: a slot is the
-// request's until `made` has read it. Grown by replacing it; a request
-// keeps the array it was answered in (hold.answer).
+// request's until `made` has read it. Grown by replacing it (to the most
+// requests pending at once: 8 bytes a slot); a request keeps the array it
+// was answered in (hold.answer).
 let answers = new Float64Array(64)
 function growAnswers (at) {
   let length = answers.length
@@ -472,7 +476,7 @@ function growAnswers (at) {
 function made (hold) {
   if (hold.slot >= 0) {
     if (hold.word === 0) {
-      if (fastHolds[hold.slot] !== hold) takeFast(hold.slot, hold) // stopped before it
+      if (!hold.taken) takeFast(hold.slot, hold) // stopped before it
       granted(hold)
     } else if (hold.word !== undefined) {
       unlisten(hold)
