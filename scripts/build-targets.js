@@ -4,7 +4,7 @@
 // `napi.targets` on one Linux x64 machine, and checks each binary before
 // `napi artifacts` moves it into its npm/<platform>/ package.
 //
-//   node scripts/build-targets.js [--skip-setup] [--check-only] [target ...]
+//   node scripts/build-targets.js [--skip-setup] [--check-only] [--jobs N] [target ...]
 //
 // A target is a Rust triple (aarch64-unknown-linux-gnu) or a napi-rs platform
 // name (linux-arm64-gnu); without one, every target in napi.targets is built.
@@ -13,12 +13,19 @@
 // registry); later runs find them and go straight to the builds.
 //   --skip-setup  install nothing; fail with a hint if a tool is missing
 //   --check-only  build nothing; check the artifacts already in artifacts/
+//   --jobs N      build N targets at a time (default: 2, or 1 on one CPU).
+//                 A release build is mostly serial (one codegen unit, fat
+//                 LTO), so two builds on two cores take about two thirds of the
+//                 time of one after the other. Each lane has its own cargo
+//                 target directory (target/, then target/lane-<k>/): cargo
+//                 locks the directory its build scripts live in. A build's
+//                 output is shown when it ends.
 //
 // Output: artifacts/shared-futex.<platform>.node per target, a table on
 // stdout and artifacts/manifest.json with the same data. The exit code is
 // non-zero if any build or check failed.
 
-const { spawnSync } = require('child_process')
+const { spawn, spawnSync } = require('child_process')
 const crypto = require('crypto')
 const fs = require('fs')
 const os = require('os')
@@ -348,30 +355,80 @@ function buildEnv (t) {
   return env
 }
 
-// napi writes binding.js / binding.d.ts only when asked; make sure of it.
 const GUARDED = ['binding.js', 'binding.d.ts']
 function guardedHashes () {
   return GUARDED.map((f) => fs.existsSync(path.join(ROOT, f)) ? sha256File(path.join(ROOT, f)) : null)
 }
 
+// Runs a command with its output (stdout and stderr, interleaved as they
+// come) kept until it ends. Resolves with { out, error }: error is null on
+// exit 0, else what went wrong.
+function runKept (cmd, args, opts = {}) {
+  return new Promise((resolve) => {
+    let out = `$ ${[cmd, ...args].map(shown).join(' ')}\n`
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], ...opts })
+    child.stdout.on('data', (d) => { out += d })
+    child.stderr.on('data', (d) => { out += d })
+    child.on('error', (e) => resolve({ out, error: `${cmd}: ${e.message}` }))
+    child.on('close', (code, signal) => resolve({
+      out, error: code === 0 ? null : `${path.basename(cmd)} ${args.map(shown).join(' ')} exited with ${code ?? signal}`
+    }))
+  })
+}
+
 // Builds into a staging dir (napi names the file after the triple it
 // compiled and writes a .d.ts beside it), then moves the binary into
-// artifacts/ under the published platform name.
-function build (t) {
+// artifacts/ under the published platform name. `targetDir` is the lane's
+// cargo target directory. Resolves with the build's output; rejects with a
+// user-facing error after printing it.
+async function build (t, targetDir) {
   const stage = path.join(STAGE, t.platform)
   fs.rmSync(stage, { recursive: true, force: true })
   fs.mkdirSync(stage, { recursive: true })
   const args = [napiCliPath(), 'build', '--platform', '--release', '--no-js',
-    '--target', t.zig || t.rust || t.triple, '--output-dir', stage]
+    '--target', t.zig || t.rust || t.triple, '--output-dir', stage, '--target-dir', targetDir]
   if (t.via === 'zig') args.push('--cross-compile')
-  const before = guardedHashes()
-  run(process.execPath, args, { cwd: ROOT, env: buildEnv(t) })
-  const changed = GUARDED.filter((f, i) => guardedHashes()[i] !== before[i])
-  if (changed.length) fail(`napi build rewrote ${changed.join(', ')}; restore with git checkout -- ${changed.join(' ')}`)
+  const { out, error } = await runKept(process.execPath, args, { cwd: ROOT, env: buildEnv(t) })
+  if (error) { process.stdout.write(out); fail(error) }
   const built = fs.readdirSync(stage).filter((f) => f.endsWith('.node'))
-  if (built.length !== 1) fail(`expected one .node file in ${path.relative(ROOT, stage)}, found ${built.length}`)
+  if (built.length !== 1) { process.stdout.write(out); fail(`expected one .node file in ${path.relative(ROOT, stage)}, found ${built.length}`) }
   fs.mkdirSync(ARTIFACTS, { recursive: true })
   fs.copyFileSync(path.join(stage, built[0]), artifactPath(t))
+  return out
+}
+
+// Builds `targets` in `jobs` lanes; a build's output is printed when it
+// ends. Resolves with { triple: seconds } once all have ended; a failed
+// build is reported and leaves no artifact (its checks then fail).
+async function buildAll (targets, jobs) {
+  const queue = targets.slice()
+  const times = {}
+  const before = guardedHashes()
+  const lane = async (k) => {
+    const targetDir = k === 0 ? path.join(ROOT, 'target') : path.join(ROOT, 'target', `lane-${k}`)
+    for (let t = queue.shift(); t; t = queue.shift()) {
+      const how = t.via === 'zig' ? `cargo-zigbuild, --target ${t.zig || t.rust || t.triple}` : `mingw-w64, as ${t.zig || t.rust || t.triple}`
+      const t0 = Date.now()
+      fs.rmSync(artifactPath(t), { force: true })
+      let out = ''
+      let failure = null
+      try {
+        out = await build(t, targetDir)
+      } catch (e) {
+        if (!e.userFacing) throw e
+        failure = e.message
+      }
+      times[t.triple] = seconds(t0)
+      console.log(`\n== built ${t.triple} (${t.platform}) with ${how}, in ${times[t.triple]} s${jobs > 1 ? ` (lane ${k + 1} of ${jobs})` : ''}`)
+      process.stdout.write(out)
+      if (failure) console.error(`!! ${t.triple}: ${failure}`)
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(jobs, targets.length) }, (_, k) => lane(k)))
+  // napi writes binding.js / binding.d.ts only when asked; make sure of it.
+  const changed = GUARDED.filter((f, i) => guardedHashes()[i] !== before[i])
+  if (changed.length) fail(`napi build rewrote ${changed.join(', ')}; restore with git checkout -- ${changed.join(' ')}`)
+  return times
 }
 
 // ---------------------------------------------------------------- checks
@@ -654,11 +711,17 @@ function writeManifest (rows, totals) {
 // ---------------------------------------------------------------- main
 
 function parseArgs (argv) {
-  const opts = { install: true, build: true, names: [] }
-  for (const a of argv) {
+  const opts = { install: true, build: true, names: [], jobs: Math.min(2, os.cpus().length) }
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]
     if (a === '--skip-setup') opts.install = false
+    else if (a === '--jobs') {
+      opts.jobs = Number(argv[++i])
+      if (!Number.isInteger(opts.jobs) || opts.jobs < 1) fail(`--jobs wants a whole number of at least 1, not ${argv[i]}`)
+    }
     else if (a === '--check-only') { opts.install = false; opts.build = false } else if (a === '-h' || a === '--help') {
-      console.log(fs.readFileSync(__filename, 'utf8').split('\n').slice(2, 20).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'))
+      const lines = fs.readFileSync(__filename, 'utf8').split('\n').slice(2)
+      console.log(lines.slice(0, lines.findIndex((l) => !l.startsWith('//'))).map((l) => l.replace(/^\/\/ ?/, '')).join('\n'))
       process.exit(0)
     } else if (a.startsWith('-')) fail(`unknown option ${a} (see --help)`)
     else opts.names.push(a)
@@ -676,7 +739,7 @@ function selectTargets (names) {
     fail(`unknown target ${n}; known: ${TARGETS.map((t) => `${t.triple} (${t.platform})`).join(', ')}`))
 }
 
-function main () {
+async function main () {
   const started = Date.now()
   const opts = parseArgs(process.argv.slice(2))
   const targets = selectTargets(opts.names)
@@ -689,21 +752,11 @@ function main () {
 
   // What the binaries are built from, read once before the builds.
   const sources = opts.build ? sourcesDigest() : undefined
+  const times = opts.build ? await buildAll(targets, opts.jobs) : {}
   const rows = []
   for (const t of targets) {
     const row = { target: t.triple, compiledAs: t.zig || t.rust || t.triple, platform: t.platform, via: t.via, sources }
-    if (opts.build) {
-      console.log(`\n== building ${t.triple} (${t.platform}) with ${t.via === 'zig' ? `cargo-zigbuild, --target ${row.compiledAs}` : `mingw-w64, as ${row.compiledAs}`}`)
-      const t0 = Date.now()
-      try {
-        fs.rmSync(artifactPath(t), { force: true })
-        build(t)
-      } catch (e) {
-        if (!e.userFacing) throw e
-        console.error(`!! ${t.triple}: ${e.message}`)
-      }
-      row.buildSeconds = seconds(t0)
-    }
+    if (opts.build) row.buildSeconds = times[t.triple]
     const { checks, facts } = inspect(t)
     const file = artifactPath(t)
     if (fs.existsSync(file)) {
@@ -728,10 +781,8 @@ function main () {
   console.log(`all ${rows.length} targets ${opts.build ? 'built and ' : ''}checked`)
 }
 
-try {
-  main()
-} catch (e) {
+main().catch((e) => {
   if (!e.userFacing) throw e
   console.error(`build-targets: ${e.message}`)
   process.exit(1)
-}
+})
