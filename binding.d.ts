@@ -373,6 +373,15 @@ export declare function webLockRequest(name: string, flags: number, thread: numb
 export declare function webLockRequestSync(name: string, flags: number, thread: number): number
 
 /**
+ * Releases every lock that a `requestSync` of the thread `thread` holds
+ * through the addon (not those taken on the fast path), and drops its
+ * queued ones. Only for a thread whose JavaScript stack holds no
+ * `requestSync` (it runs an event-loop task): whatever one of them still
+ * holds belongs to a call that a `vm` timeout stopped. Returns how many.
+ */
+export declare function webLockSweepSync(thread: number): number
+
+/**
  * The words of the fast path (one `Int32` per slot, every 16th) as an
  * `ArrayBuffer` over their memory, or `null` where the runtime allows no
  * external buffers. The memory is the process-wide manager's, never freed.

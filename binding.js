@@ -879,4 +879,5 @@ module.exports.webLockQuery = nativeBinding.webLockQuery
 module.exports.webLockRelease = nativeBinding.webLockRelease
 module.exports.webLockRequest = nativeBinding.webLockRequest
 module.exports.webLockRequestSync = nativeBinding.webLockRequestSync
+module.exports.webLockSweepSync = nativeBinding.webLockSweepSync
 module.exports.webLockWords = nativeBinding.webLockWords

@@ -54,6 +54,8 @@ export declare class LockManager {
    * No `signal`. Throws a `DeadlockError` (code `ERR_LOCK_DEADLOCK`) instead
    * of blocking for ever behind a lock or request of this thread, and an
    * `AbortError` `DOMException` after the callback if the lock was stolen.
+   * A call stopped by a `vm` timeout keeps its lock until this thread's
+   * event loop turns.
    */
   requestSync<T> (name: string, callback: (lock: Lock) => T): T
   requestSync<T> (name: string, options: Omit<LockOptions, 'signal'> & { ifAvailable: true }, callback: (lock: Lock | null) => T): T

@@ -791,6 +791,13 @@ describe('Web Locks: requestSync (not in the standard)', () => {
     assert.deepStrictEqual(result.after, { held: [], pending: [] }, shown)
   })
 
+  test('stopped by a vm timeout (blocked, or in its callback), its lock is released once its thread\'s loop turns', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const { result, shown } = await run('sync-vm-stopped')
+    assert.deepStrictEqual(result.stopped, { blocked: 'stopped', sameTurn: 'DeadlockError', fast: 'stopped' }, shown)
+    assert.deepStrictEqual([result.got, result.gotFast], ['exclusive', 'exclusive'], shown)
+    assert.deepStrictEqual(result.after, { held: [] }, shown)
+  })
+
   test('a thread that may not block gets a TypeError from requestSync, except with ifAvailable or steal', { timeout: HARD_TIMEOUT + 10000 }, async () => {
     const r = await runChild(['--allow-natives-syntax', path.join(__dirname, 'fixtures', 'web-locks-threads.js'), 'cannot-block'], { timeoutMs: HARD_TIMEOUT })
     assert.ok(!r.timedOut && r.code === 0 && r.result, transcript(r))

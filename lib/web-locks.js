@@ -6,6 +6,7 @@
 // handling, the method steps, and what runs on the requesting thread (the
 // callback, releasing when its promise settles, signal and steal).
 const { threadId } = require('worker_threads')
+const { setImmediate } = require('timers') // Node's, whatever a test framework puts on the global
 const binding = require('./native')
 const { webLockSlots, webLockDrop, webLockCancel, webLockCopy, webLockGranted, webLockBase, webLockFast: fast } = require('./futex').internal
 const { DeadlockError } = require('./errors')
@@ -543,6 +544,62 @@ function releaseSyncClaimed (name, s) {
   return r !== false
 }
 
+// --- requestSync stopped by a vm timeout ----------------------------------------
+// A vm timeout stops this thread's JavaScript where it is and lets the thread
+// live on, with no `finally` run: a requestSync stopped while it blocks (it
+// returns with the lock), in its callback or before its release would keep
+// the lock. So every requestSync counts itself in `syncFrames` while it runs,
+// and the first of a turn arms `sweep`, an immediate of this thread's event
+// loop. When an immediate runs, the thread's JavaScript stack is empty: no
+// requestSync of the thread is running, so a count left above zero means
+// that some were stopped, and any lock a requestSync of this thread still
+// holds is one of theirs. The sweep releases those: the ones taken on the
+// fast path (by this copy's client number) and those held in the addon.
+// A stopped requestSync keeps its lock until its thread's loop turns (or the
+// thread ends). An event loop run from inside a callback (deasync) would
+// release a lock in use: not supported (docs/web-locks.md, "Threads that end").
+let syncFrames = 0
+let sweepArmed = false
+
+// Marked armed once armed: a requestSync stopped in between leaves it to
+// the next one to arm (two sweeps are no harm; none would be).
+function armSweep () {
+  const immediate = setImmediate(sweep)
+  sweepArmed = true
+  if (typeof immediate.unref === 'function') immediate.unref()
+}
+
+function sweep () {
+  sweepArmed = false
+  if (syncFrames === 0) return
+  syncFrames = 0
+  if (fastHolds !== null) {
+    for (const [name, s] of fast.leases) {
+      if (s >= 0) sweepSlot(name, s)
+    }
+  }
+  binding.webLockSweepSync(threadId)
+}
+
+// The fast path's slot `s` of `name`, as a stopped requestSync may have left
+// it: registered as its hold (runSyncFast's release), or taken and not yet
+// registered, or unregistered and not yet released, either as the word or
+// claimed by the addon since.
+function sweepSlot (name, s) {
+  const hold = fastHolds[s]
+  if (hold === SYNC_HOLD) {
+    fastHolds[s] = undefined
+    if (atomics.compareExchange(words, s * STRIDE, me, 0) !== me) releaseSyncClaimed(name, s)
+  } else if (hold === undefined) {
+    // No request of this copy holds the name now (every `made` has run):
+    // if its word or the addon says this client holds it, a stopped
+    // requestSync does. (Not held by this client: fast_release does nothing.)
+    const w = atomics.load(words, s * STRIDE)
+    if (w === me && atomics.compareExchange(words, s * STRIDE, me, 0) === me) return
+    if (w === me || w === -1 || w === (me | FROZEN)) binding.webLockFastRelease(name, me, -1)
+  }
+}
+
 // --- LockManager ----------------------------------------------------------------
 const managers = new WeakSet()
 
@@ -583,46 +640,20 @@ class LockManager {
    * after fn if the lock was stolen meanwhile.
    */
   requestSync (name, options, callback) {
-    // The usual call, requestSync(name, fn), with nothing to convert or
-    // check: first the fast path, then as any other.
-    if (arguments.length === 2 && isPlainCall(this, name, options) && canBlock) {
-      const s = slotOf(name)
-      if (s >= 0 && atomics.compareExchange(words, s * STRIDE, 0, me) === 0) return runSyncFast(name, s, options)
-    }
-    const { resource, opts, fn } = parse(this, arguments, 'requestSync')
-    if (opts.signal !== undefined) {
-      throw domError("requestSync takes no 'signal': nothing can abort a blocked thread.", 'NotSupportedError')
-    }
-    // A thread that may not block (as Atomics.wait may not) may still ask
-    // with ifAvailable or steal, which never wait.
-    if (!opts.ifAvailable && !opts.steal) checkCanBlock('LockManager.requestSync')
-    if (!opts.steal && opts.mode === 'exclusive') {
-      const s = slotOf(resource)
-      if (s >= 0) {
-        const w = atomics.compareExchange(words, s * STRIDE, 0, me)
-        if (w === 0) return runSyncFast(resource, s, fn)
-        if (opts.ifAvailable && w > 0 && w < FROZEN) return Reflect.apply(fn, undefined, [null])
-      }
-    }
-    const flags = (opts.mode === 'shared' ? SHARED : 0) | (opts.ifAvailable ? IF_AVAILABLE : 0) | (opts.steal ? STEAL : 0)
-    const n = binding.webLockRequestSync(resource, flags, threadId)
-    const status = n % 4
-    if (status === DEADLOCK) {
-      throw new DeadlockError(`LockManager.requestSync: a lock or request of this thread comes first for ${JSON.stringify(resource)}; blocking would never end`)
-    }
-    if (status === NOT_AVAILABLE) return Reflect.apply(fn, undefined, [null])
-    const id = (n - status) / 4
-    // Released as runSyncFast does: no call between fn's end and the
-    // release, whose grants to this copy the addon delivers.
-    let done = false
-    let result
+    // Counted while it runs, for the sweep (above); not uncounted if stopped.
+    syncFrames++
+    if (!sweepArmed) armSweep()
     try {
-      result = Reflect.apply(fn, undefined, [new Lock(INTERNAL, resource, opts.mode)])
-      done = true
+      // The usual call, requestSync(name, fn), with nothing to convert or
+      // check: first the fast path, then as any other.
+      if (arguments.length === 2 && isPlainCall(this, name, options) && canBlock) {
+        const s = slotOf(name)
+        if (s >= 0 && atomics.compareExchange(words, s * STRIDE, 0, me) === 0) return runSyncFast(name, s, options)
+      }
+      return requestSyncSlow(this, arguments)
     } finally {
-      if (binding.webLockRelease(resource, id, -1) === false && done) throw stolenError() // eslint-disable-line no-unsafe-finally
+      syncFrames--
     }
-    return result
   }
 
   /** A snapshot of the held locks and pending requests of every thread of the process. */
@@ -636,6 +667,44 @@ class LockManager {
 }
 Object.defineProperty(LockManager.prototype.request, 'length', { value: 2 })
 Object.defineProperty(LockManager.prototype.requestSync, 'length', { value: 2 })
+
+// requestSync past its fast path for the usual call.
+function requestSyncSlow (self, args) {
+  const { resource, opts, fn } = parse(self, args, 'requestSync')
+  if (opts.signal !== undefined) {
+    throw domError("requestSync takes no 'signal': nothing can abort a blocked thread.", 'NotSupportedError')
+  }
+  // A thread that may not block (as Atomics.wait may not) may still ask
+  // with ifAvailable or steal, which never wait.
+  if (!opts.ifAvailable && !opts.steal) checkCanBlock('LockManager.requestSync')
+  if (!opts.steal && opts.mode === 'exclusive') {
+    const s = slotOf(resource)
+    if (s >= 0) {
+      const w = atomics.compareExchange(words, s * STRIDE, 0, me)
+      if (w === 0) return runSyncFast(resource, s, fn)
+      if (opts.ifAvailable && w > 0 && w < FROZEN) return Reflect.apply(fn, undefined, [null])
+    }
+  }
+  const flags = (opts.mode === 'shared' ? SHARED : 0) | (opts.ifAvailable ? IF_AVAILABLE : 0) | (opts.steal ? STEAL : 0)
+  const n = binding.webLockRequestSync(resource, flags, threadId)
+  const status = n % 4
+  if (status === DEADLOCK) {
+    throw new DeadlockError(`LockManager.requestSync: a lock or request of this thread comes first for ${JSON.stringify(resource)}; blocking would never end`)
+  }
+  if (status === NOT_AVAILABLE) return Reflect.apply(fn, undefined, [null])
+  const id = (n - status) / 4
+  // Released as runSyncFast does: no call between fn's end and the
+  // release, whose grants to this copy the addon delivers.
+  let done = false
+  let result
+  try {
+    result = Reflect.apply(fn, undefined, [new Lock(INTERNAL, resource, opts.mode)])
+    done = true
+  } finally {
+    if (binding.webLockRelease(resource, id, -1) === false && done) throw stolenError() // eslint-disable-line no-unsafe-finally
+  }
+  return result
+}
 
 // Whether request(name, callback) / requestSync(name, callback) on `self`
 // needs nothing of parse(): the manager, a string name that is not

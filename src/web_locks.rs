@@ -525,6 +525,24 @@ impl Manager {
         self.remove_where(|r| r.thread == thread, |number| FAST.client(number).is_some_and(|c| c.thread == thread));
     }
 
+    /// The locks of `requestSync`s of the thread `thread` (as for
+    /// [`web_lock_sweep_sync`]): released, and the requests that become
+    /// grantable are granted. Returns how many there were.
+    fn sweep_sync(&self, thread: u32) -> u32 {
+        let count = std::cell::Cell::new(0);
+        self.remove_where(
+            |r| {
+                let gone = r.thread == thread && matches!(r.client, Client::Sync(_));
+                if gone {
+                    count.set(count.get() + 1);
+                }
+                gone
+            },
+            |_| false,
+        );
+        count.get()
+    }
+
     /// A grant that reached a copy that can no longer run it: release it.
     fn lost(&self, id: u64) {
         self.remove_where(|r| r.id == id, |_| false);
@@ -829,6 +847,16 @@ pub fn web_lock_request_sync(env: napi::Env, name: Utf16String, flags: u32, thre
             return Ok((id * 4 + NOT_AVAILABLE) as f64);
         }
     }
+}
+
+/// Releases every lock that a `requestSync` of the thread `thread` holds
+/// through the addon (not those taken on the fast path), and drops its
+/// queued ones. Only for a thread whose JavaScript stack holds no
+/// `requestSync` (it runs an event-loop task): whatever one of them still
+/// holds belongs to a call that a `vm` timeout stopped. Returns how many.
+#[napi(js_name = "webLockSweepSync")]
+pub fn web_lock_sweep_sync(thread: u32) -> u32 {
+    MANAGER.sweep_sync(thread)
 }
 
 /// Releases the held lock `id` of `name`, on behalf of the copy whose
