@@ -110,6 +110,20 @@ describe('Web Locks: argument errors and the option checks', () => {
     await assert.rejects(locks.request(uniqueName(), { signal: null }, () => {}), TypeError)
   })
 
+  test('a signal must be a real AbortSignal: one with its shape, or made from its prototype, is a TypeError and never queued', { skip: !HAS_ABORT }, async () => {
+    const name = uniqueName()
+    const lookAlike = { aborted: false, reason: undefined, addEventListener () {}, removeEventListener () {} }
+    let ran = 0
+    await assert.rejects(locks.request(name, { signal: lookAlike }, () => { ran++ }), TypeError)
+    await assert.rejects(locks.request(name, { signal: Object.create(AbortSignal.prototype) }, () => { ran++ }), TypeError)
+    assert.strictEqual(ran, 0)
+    assert.deepStrictEqual(await stateOf(name), { held: [], pending: [] })
+    assert.strictEqual(await locks.request(name, { signal: new AbortController().signal }, (lock) => lock.name), name)
+    if (typeof AbortSignal.timeout === 'function') {
+      assert.strictEqual(await locks.request(name, { signal: AbortSignal.timeout(60000) }, (lock) => lock.mode), 'exclusive')
+    }
+  })
+
   test('options are read once each, in WebIDL dictionary order', T, async () => {
     const read = []
     const options = {}

@@ -59,13 +59,29 @@ const prefix = (what) => `Failed to execute '${what}' on 'LockManager': `
 // DOMString: ToString, which throws a TypeError for a Symbol.
 const toDOMString = (value) => `${value}`
 
-const hasAbortSignal = typeof AbortSignal === 'function'
+// The runtime's AbortSignal `aborted` getter, which checks its receiver's
+// brand (throws for anything but a real AbortSignal, whatever its prototype),
+// as WebIDL's conversion to AbortSignal does.
+const abortedGetter = (() => {
+  if (typeof AbortSignal !== 'function') return undefined
+  const d = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted')
+  return d !== undefined && typeof d.get === 'function' ? d.get : undefined
+})()
 
-// An AbortSignal (of this realm, or one with its shape where the runtime
-// has none, Node < 15).
+// An AbortSignal: a real one where the runtime has AbortSignal (a look-alike,
+// or an object made from its prototype, is not); where it has none (Node 12
+// to 14 without --experimental-abortcontroller), one with its shape, as a
+// polyfill makes.
 function isAbortSignal (value) {
   if (value === null || typeof value !== 'object') return false
-  if (hasAbortSignal && value instanceof AbortSignal) return true
+  if (abortedGetter !== undefined) {
+    try {
+      Reflect.apply(abortedGetter, value, [])
+      return true
+    } catch {
+      return false
+    }
+  }
   return typeof value.aborted === 'boolean' && typeof value.addEventListener === 'function' &&
     typeof value.removeEventListener === 'function'
 }
