@@ -327,6 +327,14 @@ export interface WebLockInfo {
 }
 
 /**
+ * The cycle of waits that this thread's last `requestSync` refused with a
+ * `DeadlockError` (answer 3, id 0) would have closed: `[threadId, name]`
+ * pairs, from this thread on; each waits for a lock or request of the
+ * next, and the last for one of this thread's. Empty if there is none.
+ */
+export declare function webLockLastCycle(): Array<[number, string]>
+
+/**
  * The slot of `name` for the copy with client number `number`, bound to
  * the name until the copy forgets it (`webLockForget`) or goes away; -1
  * if every slot is taken (the name then has no fast path).

@@ -874,6 +874,7 @@ module.exports.webLockAbort = nativeBinding.webLockAbort
 module.exports.webLockClient = nativeBinding.webLockClient
 module.exports.webLockFastRelease = nativeBinding.webLockFastRelease
 module.exports.webLockForget = nativeBinding.webLockForget
+module.exports.webLockLastCycle = nativeBinding.webLockLastCycle
 module.exports.webLockLease = nativeBinding.webLockLease
 module.exports.webLockQuery = nativeBinding.webLockQuery
 module.exports.webLockRelease = nativeBinding.webLockRelease

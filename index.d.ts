@@ -135,6 +135,13 @@ export class LockOwnershipError extends Error {
 export class DeadlockError extends Error {
   readonly name: 'DeadlockError'
   readonly code: 'ERR_LOCK_DEADLOCK'
+  /**
+   * Web Locks' `requestSync` only, when blocking would have closed a cycle
+   * of threads blocked in `requestSync`: each `{ clientId, name }` waits for
+   * `name` on a lock or request of the next one's thread, and the last on
+   * this thread's (this thread first).
+   */
+  readonly cycle?: ReadonlyArray<{ readonly clientId: string, readonly name: string }>
 }
 
 /**

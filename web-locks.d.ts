@@ -52,7 +52,9 @@ export declare class LockManager {
    * `callback` (with `null` when `ifAvailable` found it unavailable),
    * releases the lock when it returns or throws, and returns its result.
    * No `signal`. Throws a `DeadlockError` (code `ERR_LOCK_DEADLOCK`) instead
-   * of blocking for ever behind a lock or request of this thread, and an
+   * of blocking for ever behind a lock or request of this thread, or where
+   * it would close a cycle of threads blocked in `requestSync` (its `cycle`
+   * names them), and an
    * `AbortError` `DOMException` after the callback if the lock was stolen.
    * A call stopped by a `vm` timeout keeps its lock until this thread's
    * event loop turns.

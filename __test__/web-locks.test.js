@@ -805,6 +805,31 @@ describe('Web Locks: requestSync (not in the standard)', () => {
     assert.deepStrictEqual(result.after, { held: [], pending: [] }, shown)
   })
 
+  test('a requestSync that would close a cycle of threads blocked in requestSync is a DeadlockError naming the cycle; the others go on', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    for (const mode of ['sync-cycle', 'sync-cycle-queued']) {
+      const { result, shown } = await run(mode)
+      const [a, b, c] = result.threads
+      const [n0, n1, n2] = result.names
+      assert.deepStrictEqual(result.outcomes.slice(0, 2), ['granted', 'granted'], shown)
+      const e = result.outcomes[2]
+      assert.deepStrictEqual({ name: e.name, code: e.code, cycle: e.cycle }, {
+        name: 'DeadlockError',
+        code: 'ERR_LOCK_DEADLOCK',
+        cycle: [{ clientId: c, name: n0 }, { clientId: a, name: n1 }, { clientId: b, name: n2 }]
+      }, `${mode}: ${shown}`)
+      assert.match(e.message, new RegExp(`this thread \\(${c}\\) would wait for "${n0}" on ${a}; ${a} waits for "${n1}" on ${b}; ${b} waits for "${n2}" on this thread`), shown)
+      // The main thread's queued request (a running thread) is granted in the end.
+      assert.strictEqual(result.main, mode === 'sync-cycle-queued' ? 'main: exclusive' : null, shown)
+      assert.deepStrictEqual(result.after, [0, 1, 2].map(() => ({ held: [], pending: [] })), shown)
+    }
+  })
+
+  test('a wait that closes no cycle is no DeadlockError: a shared request beside a shared holder that is blocked', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const { result, shown } = await run('sync-cycle-shared')
+    assert.deepStrictEqual(result.outcomes, ['granted', 'granted', 'granted'], shown)
+    assert.deepStrictEqual(result.after, [0, 1, 2].map(() => ({ held: [], pending: [] })), shown)
+  })
+
   test('stopped by a vm timeout (blocked, or in its callback), its lock is released once its thread\'s loop turns', { timeout: HARD_TIMEOUT + 10000 }, async () => {
     const { result, shown } = await run('sync-vm-stopped')
     assert.deepStrictEqual(result.stopped, { blocked: 'stopped', sameTurn: 'DeadlockError', fast: 'stopped' }, shown)

@@ -705,6 +705,7 @@ function requestSyncSlow (self, args) {
   const n = binding.webLockRequestSync(resource, flags, threadId)
   const status = n % 4
   if (status === DEADLOCK) {
+    if (n === DEADLOCK) throw cycleError(resource)
     throw new DeadlockError(`LockManager.requestSync: a lock or request of this thread comes first for ${JSON.stringify(resource)}; blocking would never end`)
   }
   if (status === NOT_AVAILABLE) return Reflect.apply(fn, undefined, [null])
@@ -720,6 +721,17 @@ function requestSyncSlow (self, args) {
     if (binding.webLockRelease(resource, id, -1) === false && done) throw stolenError() // eslint-disable-line no-unsafe-finally
   }
   return result
+}
+
+// The DeadlockError of a requestSync that would have closed a cycle of
+// threads blocked in requestSync, each waiting for the next: its `cycle`
+// lists them ({ clientId, name }, this thread first).
+function cycleError (resource) {
+  const cycle = binding.webLockLastCycle().map(([thread, name]) => ({ clientId: clientIdOf(thread), name }))
+  const steps = cycle.map((c, i) => `${i === 0 ? `this thread (${c.clientId}) would wait` : `${c.clientId} waits`} for ${JSON.stringify(c.name)} on ${i + 1 < cycle.length ? cycle[i + 1].clientId : 'this thread'}`)
+  const e = new DeadlockError(`LockManager.requestSync: blocking for ${JSON.stringify(resource)} would close a cycle of threads blocked in requestSync: ${steps.join('; ')}`)
+  e.cycle = cycle
+  return e
 }
 
 // Whether request(name, callback) / requestSync(name, callback) on `self`

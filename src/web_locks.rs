@@ -183,6 +183,26 @@ impl Resource {
         self.queue.is_empty() && self.held.is_empty()
     }
 
+    /// The threads whose locks or requests the pending request `id` waits
+    /// for: it is granted only once they are released. None if `id` is not
+    /// pending here. An exclusive request waits for every held lock and
+    /// every request ahead of it; a shared one, for those up to the last
+    /// exclusive one among them (the shared ones after it are granted
+    /// together with it).
+    fn blockers_of(&self, id: u64) -> Option<Vec<u32>> {
+        let at = self.queue.iter().position(|r| r.id == id)?;
+        let ahead = self.held.iter().chain(self.queue.iter().take(at));
+        let until = if self.queue[at].shared {
+            match ahead.clone().enumerate().filter(|(_, r)| !r.shared).last() {
+                Some((i, _)) => i + 1,
+                None => 0,
+            }
+        } else {
+            usize::MAX
+        };
+        Some(ahead.take(until).map(|r| r.thread).collect())
+    }
+
     /// Whether the queue and held locks here are the whole state of the
     /// name: it has no slot, or its word says so.
     fn is_native(&self) -> bool {
@@ -352,6 +372,12 @@ fn is_fast_holder(word: i32) -> bool {
 
 type Bucket = Mutex<HashMap<Vec<u16>, Resource>>;
 
+fn bucket_index(name: &[u16]) -> usize {
+    let mut h = DefaultHasher::new();
+    name.hash(&mut h);
+    (h.finish() % BUCKETS as u64) as usize
+}
+
 pub(crate) struct Manager {
     buckets: Box<[Bucket]>,
 }
@@ -374,9 +400,7 @@ struct Ask {
 
 impl Manager {
     fn bucket(&self, name: &[u16]) -> &Bucket {
-        let mut h = DefaultHasher::new();
-        name.hash(&mut h);
-        &self.buckets[(h.finish() % BUCKETS as u64) as usize]
+        &self.buckets[bucket_index(name)]
     }
 
     /// Request a lock. Returns the request's id and whether it was queued,
@@ -443,6 +467,59 @@ impl Manager {
         };
         deliver(out);
         (id, status)
+    }
+
+    /// Whether the pending blocking request of the thread `start` (as
+    /// `blocked` has it) waits, through threads that are themselves blocked
+    /// in `requestSync`, for a lock or request of `start`: a wait that no
+    /// thread of the cycle can end. The cycle is found one bucket at a time,
+    /// then confirmed with every bucket it involves locked at once (in
+    /// index order), so that it is one state of the manager, not a mix of
+    /// moments. Returns the cycle as (thread, name it waits for), from
+    /// `start` on.
+    fn cycle(&self, blocked: &HashMap<u32, (Vec<u16>, u64)>, start: u32) -> Option<Vec<(u32, Vec<u16>)>> {
+        let blockers = |thread: u32| -> Vec<u32> {
+            let Some((name, id)) = blocked.get(&thread) else { return Vec::new() };
+            let map = self.bucket(name).lock();
+            map.get(name).and_then(|r| r.blockers_of(*id)).unwrap_or_default()
+        };
+        let mut parent: HashMap<u32, u32> = HashMap::new();
+        let mut todo = vec![start];
+        let mut last = None;
+        'search: while let Some(t) = todo.pop() {
+            for b in blockers(t) {
+                if b == start {
+                    last = Some(t);
+                    break 'search;
+                }
+                if b != t && blocked.contains_key(&b) && !parent.contains_key(&b) {
+                    parent.insert(b, t);
+                    todo.push(b);
+                }
+            }
+        }
+        // start → … → last → start
+        let mut path = vec![last?];
+        while let Some(&p) = parent.get(path.last().expect("not empty")) {
+            path.push(p);
+        }
+        path.reverse();
+        if path[0] != start {
+            path.insert(0, start);
+        }
+        let mut indices: Vec<usize> = path.iter().map(|t| bucket_index(&blocked[t].0)).collect();
+        indices.sort_unstable();
+        indices.dedup();
+        let guards: Vec<_> = indices.iter().map(|&i| (i, self.buckets[i].lock())).collect();
+        let confirmed = path.iter().enumerate().all(|(k, t)| {
+            let (name, id) = &blocked[t];
+            let next = path[(k + 1) % path.len()];
+            let i = bucket_index(name);
+            let map = &guards.iter().find(|(j, _)| *j == i).expect("locked above").1;
+            map.get(name).and_then(|r| r.blockers_of(*id)).is_some_and(|b| b.contains(&next))
+        });
+        drop(guards);
+        confirmed.then(|| path.iter().map(|t| (*t, blocked[t].0.clone())).collect())
     }
 
     /// Release the lock `id` of `name`, held by the calling copy `caller`
@@ -825,6 +902,26 @@ pub fn web_lock_request_sync(env: napi::Env, name: Utf16String, flags: u32, thre
     if status != QUEUED {
         return Ok((id * 4 + status) as f64);
     }
+    // Registered as blocked, then the cycle looked for, in one step under
+    // BLOCKED: of the threads that close a cycle, the last to block sees
+    // all the others registered.
+    let _blocked = {
+        let mut blocked = BLOCKED.lock();
+        blocked.insert(thread, (name.to_vec(), id));
+        if let Some(cycle) = MANAGER.cycle(&blocked, thread) {
+            blocked.remove(&thread);
+            drop(blocked);
+            // Out of the queue; if it cannot be (the cycle broke meanwhile
+            // and the request was granted), it waits as any other.
+            if MANAGER.abort(&name, id) {
+                LAST_CYCLE.set(Some(cycle));
+                return Ok(DEADLOCK as f64);
+            }
+            None
+        } else {
+            Some(Registered(thread))
+        }
+    };
     if parker.spin() {
         return Ok((id * 4 + GRANTED_NOW) as f64);
     }
@@ -847,6 +944,39 @@ pub fn web_lock_request_sync(env: napi::Env, name: Utf16String, flags: u32, thre
             return Ok((id * 4 + NOT_AVAILABLE) as f64);
         }
     }
+}
+
+/// The threads blocked in `requestSync`: thread → (the name, the request's
+/// id). Taken before any bucket's lock, never after.
+static BLOCKED: LazyLock<Mutex<HashMap<u32, (Vec<u16>, u64)>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+thread_local! {
+    /// The cycle that this thread's last refused `requestSync` would have
+    /// closed, for [`web_lock_last_cycle`].
+    static LAST_CYCLE: std::cell::RefCell<Option<Vec<(u32, Vec<u16>)>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A thread's entry in [`BLOCKED`], removed when its wait ends.
+struct Registered(u32);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        BLOCKED.lock().remove(&self.0);
+    }
+}
+
+/// The cycle of waits that this thread's last `requestSync` refused with a
+/// `DeadlockError` (answer 3, id 0) would have closed: `[threadId, name]`
+/// pairs, from this thread on; each waits for a lock or request of the
+/// next, and the last for one of this thread's. Empty if there is none.
+#[napi(js_name = "webLockLastCycle")]
+pub fn web_lock_last_cycle() -> Vec<(u32, Utf16String)> {
+    LAST_CYCLE
+        .take()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(t, n)| (t, Utf16String::from(String::from_utf16_lossy(&n))))
+        .collect()
 }
 
 /// Releases every lock that a `requestSync` of the thread `thread` holds
