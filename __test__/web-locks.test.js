@@ -493,6 +493,7 @@ describe('Web Locks: names in use, grants within the thread', () => {
       Atomics.store(flag, 1, 2)
       Atomics.notify(flag, 1)
     `, { eval: true, workerData: { name, flag, lib: path.join(__dirname, '..', 'web-locks') } })
+    const exited = new Promise((resolve) => worker.once('exit', resolve))
     while (Atomics.load(flag, 0) === 0) await turn()
     const order = []
     const a = locks.request(name, () => { order.push('A') })
@@ -501,7 +502,7 @@ describe('Web Locks: names in use, grants within the thread', () => {
     Atomics.wait(flag, 1, 1) // until the worker's steal is done
     const b = locks.request(name, () => { order.push('B'); return 'B done' })
     const [ra, rb] = await Promise.allSettled([a, b])
-    await new Promise((resolve) => worker.once('exit', resolve))
+    await exited
     assert.strictEqual(ra.status, 'rejected')
     assert.strictEqual(ra.reason.name, 'AbortError')
     assert.deepStrictEqual(rb, { status: 'fulfilled', value: 'B done' })

@@ -58,7 +58,9 @@ module.exports = function scenarios ({ test, expect }, futex) {
       Atomics.store(ta, 0, 1)
       notify(ta, 0)
     `, { eval: true, workerData: { root, buffer: ta.buffer } })
+    // Listened for at once: the worker may end before the wake-up is seen here.
+    const exited = new Promise((resolve) => worker.once('exit', resolve))
     expect(await r.value).toBe('ok')
-    await new Promise((resolve) => worker.once('exit', resolve))
+    await exited
   })
 }
