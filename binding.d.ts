@@ -374,7 +374,9 @@ export declare function webLockRequest(name: string, flags: number, thread: numb
  * (`flags` as for `webLockRequest`, without keep-alive). Returns
  * `id · 4 + status`: 1 granted (release it with `webLockRelease`), 2 not
  * available (ifAvailable), 3 refused: a lock or request of this thread
- * comes first in the name's queue, so blocking would never end. A thread
+ * comes first in the name's queue, so blocking would never end; or, as
+ * id 0 (the answer 3 itself), blocking would close a cycle of threads
+ * blocked here (`webLockLastCycle` says which). A thread
  * being stopped while it blocks leaves the queue (status 2: it runs no
  * more JavaScript to see it).
  */

@@ -892,7 +892,9 @@ fn ask_of(flags: u32, blocking: bool) -> Ask {
 /// (`flags` as for `webLockRequest`, without keep-alive). Returns
 /// `id · 4 + status`: 1 granted (release it with `webLockRelease`), 2 not
 /// available (ifAvailable), 3 refused: a lock or request of this thread
-/// comes first in the name's queue, so blocking would never end. A thread
+/// comes first in the name's queue, so blocking would never end; or, as
+/// id 0 (the answer 3 itself), blocking would close a cycle of threads
+/// blocked here (`webLockLastCycle` says which). A thread
 /// being stopped while it blocks leaves the queue (status 2: it runs no
 /// more JavaScript to see it).
 #[napi(js_name = "webLockRequestSync")]
@@ -975,7 +977,7 @@ pub fn web_lock_last_cycle() -> Vec<(u32, Utf16String)> {
         .take()
         .unwrap_or_default()
         .into_iter()
-        .map(|(t, n)| (t, Utf16String::from(String::from_utf16_lossy(&n))))
+        .map(|(t, n)| (t, Utf16String::from(n)))
         .collect()
 }
 
