@@ -11,7 +11,7 @@
 const assert = require('assert')
 const path = require('path')
 const { test, describe } = require('./harness')
-const { runChild, transcript } = require('./util')
+const { runChild, transcript, stressRounds } = require('./util')
 const { kind } = require('./subject')
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'channel-terminate.js')
@@ -28,7 +28,8 @@ const SCENARIOS = [
 const moduleOnly = kind === 'module' ? {} : { skip: 'the Channel is the module\'s' }
 
 describe('Channel: a thread terminated at a random point strands nobody (child processes)', moduleOnly, () => {
-  for (const [name, what, rounds] of SCENARIOS) {
+  for (const [name, what, full] of SCENARIOS) {
+    const rounds = stressRounds(full)
     test(what, { timeout: HARD_TIMEOUT + 10000 }, async (t) => {
       const seed = Math.floor(Math.random() * 1e9)
       const r = await runChild([FIXTURE, name, String(rounds), String(seed)], { timeoutMs: HARD_TIMEOUT })

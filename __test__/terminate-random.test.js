@@ -13,7 +13,7 @@
 const assert = require('assert')
 const path = require('path')
 const { test, describe } = require('./harness')
-const { runChild, transcript } = require('./util')
+const { runChild, transcript, stressRounds } = require('./util')
 const { kind } = require('./subject')
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'terminate-random.js')
@@ -38,7 +38,9 @@ const moduleOnly = kind === 'module' ? {} : { skip: 'the primitives are the modu
 
 describe('a thread stopped at a random point strands nobody (child processes)', moduleOnly, () => {
   const totals = { rounds: 0, stranded: 0 }
-  for (const [name, what, interruptions, terminations] of SCENARIOS) {
+  for (const [name, what, fullInterruptions, fullTerminations] of SCENARIOS) {
+    const interruptions = stressRounds(fullInterruptions)
+    const terminations = stressRounds(fullTerminations)
     test(`${what}`, { timeout: HARD_TIMEOUT + 10000 }, async (t) => {
       const seed = Math.floor(Math.random() * 1e9)
       const r = await runChild([FIXTURE, name, String(interruptions), String(terminations), String(seed)], { timeoutMs: HARD_TIMEOUT })

@@ -168,6 +168,19 @@ function runChild (args, opts) {
   })
 }
 
+// The rounds a random-termination stress test runs where it asks for `n`:
+// n times SHARED_FUTEX_STRESS_SCALE (default 1, the full count, as `npm
+// test` runs them; CI's other runs of the whole suite, on Node 14 and on the
+// published binary, use 0.25), and at least one where n is not 0.
+const STRESS_SCALE = (() => {
+  const v = process.env.SHARED_FUTEX_STRESS_SCALE
+  if (v === undefined || v === '') return 1
+  const x = Number(v)
+  if (!(x > 0) || !Number.isFinite(x)) throw new Error(`SHARED_FUTEX_STRESS_SCALE must be a number above 0, got ${JSON.stringify(v)}`)
+  return x
+})()
+const stressRounds = (n) => n === 0 ? 0 : Math.max(1, Math.round(n * STRESS_SCALE))
+
 // The text of a child's run, for assertion messages.
 function transcript (r) {
   return `exit ${r.code} signal ${r.signal}${r.timedOut ? ' (killed by the hard timeout)' : ''}\n` +
@@ -175,6 +188,7 @@ function transcript (r) {
 }
 
 module.exports = {
+  stressRounds,
   now,
   until,
   currentTid,

@@ -18,7 +18,7 @@
 const assert = require('assert')
 const path = require('path')
 const { test, describe } = require('./harness')
-const { runChild, transcript } = require('./util')
+const { runChild, transcript, stressRounds } = require('./util')
 const { kind } = require('./subject')
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'web-locks-kill.js')
@@ -57,8 +57,9 @@ async function run (t, name, interruptions, terminations) {
 const VM_REQUESTS = path.join(__dirname, 'fixtures', 'web-locks-vm-requests.js')
 describe('Web Locks: a thread stopped at a random point strands nobody (child processes)', moduleOnly, () => {
   for (const mode of ['exclusive', 'shared', 'mixed']) {
-    test(`request() stopped by a vm timeout, ${mode} requests granted at once: nothing left held or queued (300 stops)`, { timeout: HARD_TIMEOUT + 10000 }, async () => {
-      const r = await runChild([VM_REQUESTS, mode, '300'], { timeoutMs: HARD_TIMEOUT })
+    const stops = stressRounds(300)
+    test(`request() stopped by a vm timeout, ${mode} requests granted at once: nothing left held or queued (${stops} stops)`, { timeout: HARD_TIMEOUT + 10000 }, async () => {
+      const r = await runChild([VM_REQUESTS, mode, String(stops)], { timeoutMs: HARD_TIMEOUT })
       assert.ok(!r.timedOut && r.code === 0 && r.result, transcript(r))
       assert.ok(r.result.requests > r.result.rounds, `requests were made: ${JSON.stringify(r.result)}`)
       assert.strictEqual(r.result.stranded, 0, `rounds that left a lock or request: ${JSON.stringify(r.result)}`)
@@ -67,8 +68,8 @@ describe('Web Locks: a thread stopped at a random point strands nobody (child pr
 
   for (const [name, interruptions, terminations] of SCENARIOS) {
     test(`${name}: the victim's worker terminated`, { timeout: HARD_TIMEOUT + 10000 }, (t) =>
-      run(t, name, 0, terminations))
+      run(t, name, 0, stressRounds(terminations)))
     test(`${name}: the victim stopped by a vm timeout, living on`, { timeout: HARD_TIMEOUT + 10000 }, (t) =>
-      run(t, name, interruptions, 0))
+      run(t, name, stressRounds(interruptions), 0))
   }
 })
