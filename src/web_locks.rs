@@ -973,12 +973,7 @@ impl Drop for Registered {
 /// next, and the last for one of this thread's. Empty if there is none.
 #[napi(js_name = "webLockLastCycle")]
 pub fn web_lock_last_cycle() -> Vec<(u32, Utf16String)> {
-    LAST_CYCLE
-        .take()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(t, n)| (t, Utf16String::from(n)))
-        .collect()
+    LAST_CYCLE.take().unwrap_or_default().into_iter().map(|(t, n)| (t, Utf16String::from(n))).collect()
 }
 
 /// Releases every lock that a `requestSync` of the thread `thread` holds
