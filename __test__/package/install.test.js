@@ -224,12 +224,21 @@ test('--build-from-source builds with cargo even where a prebuilt binary exists'
   assert.ok(!fs.existsSync(path.join(dir, 'node_modules', 'shared-futex', 'target')), 'no cargo target directory is left behind')
 })
 
-test('no prebuilt binary for this platform: install builds from source with cargo', () => {
+// With the user's CARGO_TARGET_DIR, which the build uses: here this
+// repository's own target directory, where `npm install` built the same
+// dependencies (only the package's two crates are compiled again, from the
+// tarball's sources). The test above builds in a directory of its own.
+test('no prebuilt binary for this platform: install builds from source with cargo, in $CARGO_TARGET_DIR', () => {
   const dir = newProject('source')
-  const r = run('npm', ['install', 'shared-futex', '--foreground-scripts'], { cwd: dir, env: Object.assign({}, userEnv, partial.env), timeout: 10 * 60 * 1000 })
+  const targetDir = path.join(ROOT, 'target')
+  const started = Date.now()
+  const env = Object.assign({}, userEnv, partial.env, { CARGO_TARGET_DIR: targetDir })
+  const r = run('npm', ['install', 'shared-futex', '--foreground-scripts'], { cwd: dir, env, timeout: 10 * 60 * 1000 })
   assert.deepStrictEqual(installed(dir), ['shared-futex'])
   assert.match(r.out, new RegExp(`building shared-futex\\.${HOST.suffix}\\.node from source with cargo`))
   assert.deepStrictEqual(localBinaries(dir), [`shared-futex.${HOST.suffix}.node`])
+  const lib = ['libshared_futex.so', 'libshared_futex.dylib', 'shared_futex.dll'].map((f) => path.join(targetDir, 'release', f)).find((f) => fs.existsSync(f))
+  assert.ok(lib && fs.statSync(lib).mtimeMs >= started - 1000, `the build went to CARGO_TARGET_DIR (${targetDir})`)
   const cjs = JSON.parse(run('node', ['consumer.cjs'], { cwd: dir }).stdout)
   assert.strictEqual(cjs.counter, cjs.expected)
   assert.strictEqual(cjs.woken, 'ok')
