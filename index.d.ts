@@ -130,7 +130,9 @@ export class LockOwnershipError extends Error {
 /**
  * A blocking `lock()` by a thread that already holds the lock (or a blocking
  * `RwLock.read` / `write` by the thread holding its write lock, or `write`
- * by a thread holding a read lock in one of its slots), which would never return.
+ * by a thread holding a read lock in one of its slots, or a Web Locks
+ * `requestSync` behind its own thread or closing a cycle of blocked
+ * threads), which would never return.
  */
 export class DeadlockError extends Error {
   readonly name: 'DeadlockError'

@@ -652,8 +652,9 @@ class LockManager {
    * found it unavailable), releases the lock when fn returns or throws, and
    * returns fn's result. Options as for request, without `signal`. Throws a
    * DeadlockError instead of blocking for ever when a lock or request of
-   * this thread comes first for the name, and an AbortError DOMException
-   * after fn if the lock was stolen meanwhile.
+   * this thread comes first for the name, or when blocking would close a
+   * cycle of threads blocked in requestSync (its `cycle` names them), and an
+   * AbortError DOMException after fn if the lock was stolen meanwhile.
    */
   requestSync (name, options, callback) {
     // Counted while it runs, for the sweep (above); not uncounted if stopped.
