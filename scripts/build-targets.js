@@ -105,9 +105,10 @@ const CHECK_TOOLS = { file: 'file' }
 
 // ---------------------------------------------------------------- helpers
 
-function fail (message) {
+function fail (message, extra) {
   const err = new Error(message)
   err.userFacing = true
+  if (extra !== undefined) Object.assign(err, extra)
   throw err
 }
 
@@ -376,22 +377,25 @@ function runKept (cmd, args, opts = {}) {
   })
 }
 
+// The triple cargo compiles for `t` (zig's with a glibc floor, mingw's gnu for msvc).
+const compiledAs = (t) => t.zig || t.rust || t.triple
+
 // Builds into a staging dir (napi names the file after the triple it
 // compiled and writes a .d.ts beside it), then moves the binary into
 // artifacts/ under the published platform name. `targetDir` is the lane's
 // cargo target directory. Resolves with the build's output; rejects with a
-// user-facing error after printing it.
+// user-facing error that carries it (`out`).
 async function build (t, targetDir) {
   const stage = path.join(STAGE, t.platform)
   fs.rmSync(stage, { recursive: true, force: true })
   fs.mkdirSync(stage, { recursive: true })
   const args = [napiCliPath(), 'build', '--platform', '--release', '--no-js',
-    '--target', t.zig || t.rust || t.triple, '--output-dir', stage, '--target-dir', targetDir]
+    '--target', compiledAs(t), '--output-dir', stage, '--target-dir', targetDir]
   if (t.via === 'zig') args.push('--cross-compile')
   const { out, error } = await runKept(process.execPath, args, { cwd: ROOT, env: buildEnv(t) })
-  if (error) { process.stdout.write(out); fail(error) }
+  if (error) fail(error, { out })
   const built = fs.readdirSync(stage).filter((f) => f.endsWith('.node'))
-  if (built.length !== 1) { process.stdout.write(out); fail(`expected one .node file in ${path.relative(ROOT, stage)}, found ${built.length}`) }
+  if (built.length !== 1) fail(`expected one .node file in ${path.relative(ROOT, stage)}, found ${built.length}`, { out })
   fs.mkdirSync(ARTIFACTS, { recursive: true })
   fs.copyFileSync(path.join(stage, built[0]), artifactPath(t))
   return out
@@ -407,7 +411,7 @@ async function buildAll (targets, jobs) {
   const lane = async (k) => {
     const targetDir = k === 0 ? path.join(ROOT, 'target') : path.join(ROOT, 'target', `lane-${k}`)
     for (let t = queue.shift(); t; t = queue.shift()) {
-      const how = t.via === 'zig' ? `cargo-zigbuild, --target ${t.zig || t.rust || t.triple}` : `mingw-w64, as ${t.zig || t.rust || t.triple}`
+      const how = t.via === 'zig' ? `cargo-zigbuild, --target ${compiledAs(t)}` : `mingw-w64, as ${compiledAs(t)}`
       const t0 = Date.now()
       fs.rmSync(artifactPath(t), { force: true })
       let out = ''
@@ -416,6 +420,7 @@ async function buildAll (targets, jobs) {
         out = await build(t, targetDir)
       } catch (e) {
         if (!e.userFacing) throw e
+        out = e.out || ''
         failure = e.message
       }
       times[t.triple] = seconds(t0)
@@ -755,7 +760,7 @@ async function main () {
   const times = opts.build ? await buildAll(targets, opts.jobs) : {}
   const rows = []
   for (const t of targets) {
-    const row = { target: t.triple, compiledAs: t.zig || t.rust || t.triple, platform: t.platform, via: t.via, sources }
+    const row = { target: t.triple, compiledAs: compiledAs(t), platform: t.platform, via: t.via, sources }
     if (opts.build) row.buildSeconds = times[t.triple]
     const { checks, facts } = inspect(t)
     const file = artifactPath(t)
