@@ -387,9 +387,9 @@ export declare function webLockRequestSync(name: string, flags: number, thread: 
  * through the addon (not those taken on the fast path), and drops its
  * queued ones. Only for a thread whose JavaScript stack holds no
  * `requestSync` (it runs an event-loop task): whatever one of them still
- * holds belongs to a call that a `vm` timeout stopped. Returns how many.
+ * holds belongs to a call that a `vm` timeout stopped.
  */
-export declare function webLockSweepSync(thread: number): number
+export declare function webLockSweepSync(thread: number): void
 
 /**
  * The words of the fast path (one `Int32` per slot, every 16th) as an

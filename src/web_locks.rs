@@ -503,10 +503,8 @@ impl Manager {
         while let Some(&p) = parent.get(path.last().expect("not empty")) {
             path.push(p);
         }
+        // The parents lead back to `start`, which has none.
         path.reverse();
-        if path[0] != start {
-            path.insert(0, start);
-        }
         let mut indices: Vec<usize> = path.iter().map(|t| bucket_index(&blocked[t].0)).collect();
         indices.sort_unstable();
         indices.dedup();
@@ -604,20 +602,9 @@ impl Manager {
 
     /// The locks of `requestSync`s of the thread `thread` (as for
     /// [`web_lock_sweep_sync`]): released, and the requests that become
-    /// grantable are granted. Returns how many there were.
-    fn sweep_sync(&self, thread: u32) -> u32 {
-        let count = std::cell::Cell::new(0);
-        self.remove_where(
-            |r| {
-                let gone = r.thread == thread && matches!(r.client, Client::Sync(_));
-                if gone {
-                    count.set(count.get() + 1);
-                }
-                gone
-            },
-            |_| false,
-        );
-        count.get()
+    /// grantable are granted.
+    fn sweep_sync(&self, thread: u32) {
+        self.remove_where(|r| r.thread == thread && matches!(r.client, Client::Sync(_)), |_| false);
     }
 
     /// A grant that reached a copy that can no longer run it: release it.
@@ -980,9 +967,9 @@ pub fn web_lock_last_cycle() -> Vec<(u32, Utf16String)> {
 /// through the addon (not those taken on the fast path), and drops its
 /// queued ones. Only for a thread whose JavaScript stack holds no
 /// `requestSync` (it runs an event-loop task): whatever one of them still
-/// holds belongs to a call that a `vm` timeout stopped. Returns how many.
+/// holds belongs to a call that a `vm` timeout stopped.
 #[napi(js_name = "webLockSweepSync")]
-pub fn web_lock_sweep_sync(thread: u32) -> u32 {
+pub fn web_lock_sweep_sync(thread: u32) {
     MANAGER.sweep_sync(thread)
 }
 
