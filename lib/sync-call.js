@@ -2,9 +2,11 @@
 // createSyncFn / serveSync: a synchronous call into a worker, over two
 // Channels (docs/channel.md, "Synchronous calls").
 //
-//   requests  caller → worker: [id, args]
-//   answers   worker → caller: [id, true, value] | [id, false, error record]
-//             or, when the worker fails: [0, reason, error record]
+//   requests  caller → worker: CALL id, the arguments
+//   answers   worker → caller: RETURN id, the value | THROW id, an error
+//             record; or, when the worker fails: REPORT (id 0), the reason
+//             and an error record
+// Each is one message of a 'bytes' channel, in the wire format below.
 //
 // Ids grow with each call; the caller takes answers until it finds its own
 // id and drops older ones (late answers of calls that timed out), so an
@@ -33,6 +35,145 @@ const REASONS = {
   start: 'failed to start',
   uncaught: 'threw outside a call',
   exit: 'exited'
+}
+
+// --- the wire -------------------------------------------------------------------
+// A message of the sync call, in one Buffer:
+//
+//   0   float64 id (0 in a REPORT)
+//   8   uint8 kind: CALL, RETURN, THROW, REPORT
+//   9   uint8 form: LIST or V8
+//   10  uint8 REPORT's reason (an index into REASON_CODES)
+//   12  the payload: a CALL's arguments (an array), a RETURN's value, a
+//       THROW's or a REPORT's error record
+//       V8    v8.serialize of the payload
+//       LIST  a CALL's arguments or a RETURN's value when each is undefined,
+//             null, a boolean, a number or a string: uint32 count, then
+//             each as a tag byte and its bytes (a float64; a string's uint32
+//             length, then its one-byte characters or its UTF-16 code units)
+//
+// v8.serialize and v8.deserialize cost microseconds each for the smallest
+// value (a serializer object per call), several times a small call's whole
+// round trip; LIST carries the usual small arguments without them. Both
+// give the same values: a CALL's arguments are a fresh array (rest
+// parameters: dense, no holes, no getters), and the primitives LIST takes
+// clone as themselves (strings with every code unit, lone surrogates too).
+
+const CALL = 1
+const RETURN = 2
+const THROW = 3
+const REPORT = 4
+const LIST = 1
+const V8 = 2
+const HEADER = 12
+const REASON_CODES = ['start', 'uncaught', 'exit']
+
+const T_UNDEFINED = 0
+const T_NULL = 1
+const T_FALSE = 2
+const T_TRUE = 3
+const T_NUMBER = 4
+const T_ONE_BYTE = 5
+const T_TWO_BYTE = 6
+const NOT_ONE_BYTE = /[^\u0000-\u00ff]/ // eslint-disable-line no-control-regex
+
+// Bytes of `v` in a LIST, or -1 if LIST does not carry it.
+function listBytes (v) {
+  switch (typeof v) {
+    case 'undefined': case 'boolean': return 1
+    case 'number': return 9
+    case 'string': return 5 + (NOT_ONE_BYTE.test(v) ? 2 * v.length : v.length)
+    case 'object': return v === null ? 1 : -1
+    default: return -1
+  }
+}
+
+function writeItem (buf, at, v) {
+  switch (typeof v) {
+    case 'undefined': buf[at] = T_UNDEFINED; return at + 1
+    case 'boolean': buf[at] = v ? T_TRUE : T_FALSE; return at + 1
+    case 'number':
+      buf[at] = T_NUMBER
+      return buf.writeDoubleLE(v, at + 1)
+    case 'string': {
+      const one = !NOT_ONE_BYTE.test(v)
+      buf[at] = one ? T_ONE_BYTE : T_TWO_BYTE
+      buf.writeUInt32LE(v.length, at + 1)
+      return at + 5 + buf.write(v, at + 5, one ? 'latin1' : 'utf16le')
+    }
+    default: buf[at] = T_NULL; return at + 1
+  }
+}
+
+function readItem (buf, at, out, k) {
+  const tag = buf[at]
+  if (tag <= T_TRUE) {
+    out[k] = tag === T_UNDEFINED ? undefined : tag === T_NULL ? null : tag === T_TRUE
+    return at + 1
+  }
+  if (tag === T_NUMBER) {
+    out[k] = buf.readDoubleLE(at + 1)
+    return at + 9
+  }
+  const n = buf.readUInt32LE(at + 1)
+  const bytes = tag === T_ONE_BYTE ? n : 2 * n
+  out[k] = buf.toString(tag === T_ONE_BYTE ? 'latin1' : 'utf16le', at + 5, at + 5 + bytes)
+  return at + 5 + bytes
+}
+
+function header (size, id, kind, form, reason) {
+  const buf = Buffer.allocUnsafe(size)
+  buf.writeDoubleLE(id, 0)
+  buf[8] = kind
+  buf[9] = form
+  buf[10] = reason
+  buf[11] = 0
+  return buf
+}
+
+function encodeV8 (id, kind, payload, reason) {
+  const body = v8.serialize(payload) // throws for what does not clone
+  const buf = header(HEADER + body.length, id, kind, V8, reason)
+  body.copy(buf, HEADER)
+  return buf
+}
+
+// A CALL of `args` (a fresh array) or a RETURN of one value.
+function encodeValues (id, kind, values) {
+  let size = HEADER + 4
+  for (let k = 0; k < values.length; k++) {
+    const n = listBytes(values[k])
+    if (n < 0) return encodeV8(id, kind, kind === CALL ? values : values[0], 0)
+    size += n
+  }
+  const buf = header(size, id, kind, LIST, 0)
+  buf.writeUInt32LE(values.length, HEADER)
+  let at = HEADER + 4
+  for (let k = 0; k < values.length; k++) at = writeItem(buf, at, values[k])
+  return buf
+}
+
+const encodeCall = (id, args) => encodeValues(id, CALL, args)
+const encodeReturn = (id, value) => encodeValues(id, RETURN, [value])
+const encodeThrow = (id, record) => encodeV8(id, THROW, record, 0)
+const encodeReport = (reason, record) => encodeV8(0, REPORT, record, REASON_CODES.indexOf(reason))
+
+// A message as { id, kind, payload, reason }: the payload of a CALL is its
+// arguments, of a RETURN its value, of a THROW or REPORT the error record.
+function decode (bytes) {
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const id = buf.readDoubleLE(0)
+  const kind = buf[8]
+  let payload
+  if (buf[9] === V8) {
+    payload = v8.deserialize(buf.subarray(HEADER))
+  } else {
+    const values = new Array(buf.readUInt32LE(HEADER))
+    let at = HEADER + 4
+    for (let k = 0; k < values.length; k++) at = readItem(buf, at, values, k)
+    payload = kind === CALL ? values : values[0]
+  }
+  return { id, kind, payload, reason: REASON_CODES[buf[10]] }
 }
 
 // --- errors across threads -----------------------------------------------------
@@ -152,8 +293,8 @@ function syncOptions (options) {
 function createSyncFn (workerPath, options) {
   const file = pathOf(workerPath)
   const opts = syncOptions(options)
-  const requests = new Channel({ bytes: opts.bytes, codec: 'v8' })
-  const answers = new Channel({ bytes: opts.bytes, codec: 'v8' })
+  const requests = new Channel({ bytes: opts.bytes, codec: 'bytes' })
+  const answers = new Channel({ bytes: opts.bytes, codec: 'bytes' })
   // The caller spins for the answer only while that pays: a worker woken
   // on its doorbell often answers later than a spin lasts, and a fruitless
   // spin takes the CPU that worker needs.
@@ -202,9 +343,9 @@ function createSyncFn (workerPath, options) {
     })
   }
 
-  // A failure report sent by the worker (id 0).
+  // A failure report sent by the worker.
   function reported (msg) {
-    if (gone === null) gone = { reason: msg[1], cause: fromRecord(msg[2]) }
+    if (gone === null) gone = { reason: msg.reason, cause: fromRecord(msg.payload) }
     return fail()
   }
 
@@ -213,9 +354,10 @@ function createSyncFn (workerPath, options) {
   function ended () {
     if (tids.every(isThreadAlive)) return false
     for (;;) {
-      const msg = answers.tryRecv()
-      if (msg === Channel.EMPTY) break
-      if (msg[0] === 0) {
+      const bytes = answers.tryRecv()
+      if (bytes === Channel.EMPTY) break
+      const msg = decode(bytes)
+      if (msg.kind === REPORT) {
         reported(msg)
         break
       }
@@ -234,7 +376,7 @@ function createSyncFn (workerPath, options) {
     if (!started) start()
     const id = ++lastId
     const deadline = deadlineOf(opts.timeout)
-    const request = [id, args]
+    const request = encodeCall(id, args)
     for (;;) {
       try {
         requests.send(request, { timeout: Math.min(SLICE, Math.max(0, timeLeft(deadline))) })
@@ -254,17 +396,17 @@ function createSyncFn (workerPath, options) {
     for (;;) {
       let msg
       try {
-        msg = answers.recv({ timeout: Math.min(SLICE, Math.max(0, timeLeft(deadline))) })
+        msg = decode(answers.recv({ timeout: Math.min(SLICE, Math.max(0, timeLeft(deadline))) }))
       } catch (e) {
         if (!(e instanceof ChannelTimeoutError)) throw e
         if (ended()) throw fail()
         if (timeLeft(deadline) <= 0) throw timedOut(id)
         continue
       }
-      if (msg[0] === 0) throw reported(msg)
-      if (msg[0] !== id) continue // the late answer of a call that timed out
-      if (msg[1]) return msg[2]
-      throw fromRecord(msg[2])
+      if (msg.kind === REPORT) throw reported(msg)
+      if (msg.id !== id) continue // the late answer of a call that timed out
+      if (msg.kind === RETURN) return msg.payload
+      throw fromRecord(msg.payload)
     }
   }
 }
@@ -284,4 +426,8 @@ function serveSync (fn) {
   serve(fn)
 }
 
-module.exports = { createSyncFn, serveSync, internal: { toRecord, fromRecord, SERVE } }
+module.exports = {
+  createSyncFn,
+  serveSync,
+  internal: { toRecord, fromRecord, SERVE, decode, encodeReturn, encodeThrow, encodeReport }
+}

@@ -3,19 +3,23 @@
 // loaded with --require before any other preload and before the worker's
 // script (lib/sync-worker.js): it loads the package, so that the thread is
 // in the registry of ended threads as soon as anything of the caller's runs
-// in it, and reports on the answers channel (id 0) when the worker cannot
-// serve: something failed to load or never called serveSync ('start'), an
-// error escaped outside a call ('uncaught'), or it called process.exit
-// ('exit'). A thread ended by terminate() reports nothing: the caller sees
-// it in the registry of ended threads.
-const { workerData } = require('worker_threads')
+// in it, and reports on the answers channel (a REPORT) when the worker
+// cannot serve: something failed to load or never called serveSync
+// ('start'), an error escaped outside a call ('uncaught'), or it called
+// process.exit ('exit'). A thread ended by terminate() reports nothing: the
+// caller sees it in the registry of ended threads.
+//
+// Node 12 runs a worker's preloads before it sets workerData: there, this
+// module sets itself up when lib/sync-worker.js asks (`setUp`), after the
+// other preloads (one of them that throws is then seen as the thread's end).
+const worker = require('worker_threads')
 const { Channel, internal: { spinRecv } } = require('./channel')
 const { ChannelClosedError } = require('./errors')
 const { internal } = require('./sync-call')
 
-const { toRecord, SERVE } = internal
-const requests = new Channel(workerData.requests)
-const answers = new Channel(workerData.answers)
+const { toRecord, SERVE, decode, encodeReturn, encodeThrow, encodeReport } = internal
+let requests = null
+let answers = null
 let serving = false
 let reported = false
 
@@ -23,26 +27,27 @@ function report (reason, e) {
   if (reported) return
   reported = true
   try {
-    answers.send([0, reason, toRecord(e)], { timeout: 1000 })
+    answers.send(encodeReport(reason, toRecord(e)), { timeout: 1000 })
   } catch {
     // The caller finds the thread ended all the same.
   }
 }
 
-function answer (msg) {
+// Answers call `id` with what its handler returned (ok) or threw.
+function answer (id, ok, value) {
   try {
-    answers.send(msg)
+    answers.send(ok ? encodeReturn(id, value) : encodeThrow(id, toRecord(value)))
   } catch (e) {
     if (e instanceof ChannelClosedError) return
     // The value does not serialize, or does not fit: the call fails with that.
-    answers.send([msg[0], false, toRecord(e)])
+    answers.send(encodeThrow(id, toRecord(e)))
   }
 }
 
 // The doorbell (lib/sync-call.js): BELL_RUNG moves on with each ring,
 // BELL_ASLEEP counts the workers of the pool that wait for it (a worker
 // that dies asleep leaves one too many: its caller rings for nothing).
-const bell = workerData.bell === undefined ? null : new Int32Array(workerData.bell)
+let bell = null
 const BELL_RUNG = 0
 const BELL_ASLEEP = 1
 
@@ -84,32 +89,44 @@ async function serve (fn) {
       if (e instanceof ChannelClosedError) return
       throw e
     }
-    const id = request[0]
-    let msg
+    const call = decode(request)
+    let ok = true
+    let value
     try {
-      msg = [id, true, await fn(...request[1])]
+      value = await fn(...call.payload)
     } catch (e) {
-      msg = [id, false, toRecord(e)]
+      ok = false
+      value = e
     }
-    answer(msg)
+    answer(call.id, ok, value)
   }
 }
 
-globalThis[SERVE] = (fn) => {
-  if (serving) throw new Error('serveSync: called twice in one worker')
-  serving = true
-  serve(fn).catch((e) => {
-    report('uncaught', e)
+function setUp () {
+  if (requests !== null) return
+  const data = worker.workerData
+  requests = new Channel(data.requests)
+  answers = new Channel(data.answers)
+  bell = data.bell === undefined ? null : new Int32Array(data.bell)
+
+  globalThis[SERVE] = (fn) => {
+    if (serving) throw new Error('serveSync: called twice in one worker')
+    serving = true
+    serve(fn).catch((e) => {
+      report('uncaught', e)
+      process.exit(1)
+    })
+  }
+
+  process.on('uncaughtException', (e) => {
+    report(serving ? 'uncaught' : 'start', e)
     process.exit(1)
+  })
+  process.on('exit', (code) => {
+    report('exit', new Error(`the worker called process.exit(${code})`))
   })
 }
 
-process.on('uncaughtException', (e) => {
-  report(serving ? 'uncaught' : 'start', e)
-  process.exit(1)
-})
-process.on('exit', (code) => {
-  report('exit', new Error(`the worker called process.exit(${code})`))
-})
+if (worker.workerData !== null) setUp()
 
-module.exports = { report, serving: () => serving }
+module.exports = { setUp, report, serving: () => serving }

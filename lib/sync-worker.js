@@ -4,7 +4,9 @@
 // lib/sync-preload.js, loaded first, reports when it cannot serve.
 const { workerData } = require('worker_threads')
 const { pathToFileURL } = require('url')
-const { report, serving } = require('./sync-preload')
+const { setUp, report, serving } = require('./sync-preload')
+
+setUp()
 
 import(pathToFileURL(workerData.file).href).then(() => {
   if (!serving()) {
