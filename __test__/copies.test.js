@@ -10,7 +10,7 @@ const fs = require('fs')
 const os = require('os')
 const path = require('path')
 const { test, describe } = require('./harness')
-const { runChild, transcript } = require('./util')
+const { runChild, transcript, removeDir } = require('./util')
 const { kind } = require('./subject')
 
 const major = Number(process.versions.node.split('.')[0])
@@ -70,7 +70,7 @@ describe('copies of the JavaScript layer in one thread (child processes)', () =>
         assert.strictEqual(r.code, 0, transcript(r))
         assert.match(r.stdout + r.stderr, passed, transcript(r))
       } finally {
-        fs.rmSync(dir, { recursive: true, force: true })
+        removeDir(dir)
       }
     })
   }

@@ -9,7 +9,7 @@ const fs = require('fs')
 const os = require('os')
 const path = require('path')
 const { test, describe } = require('./harness')
-const { runChild, transcript } = require('./util')
+const { runChild, transcript, removeDir } = require('./util')
 
 const ROOT = path.join(__dirname, '..')
 const README = fs.readFileSync(path.join(ROOT, 'docs', 'guide.md'), 'utf8')
@@ -69,7 +69,7 @@ describe('README examples run as written', () => {
         assert.strictEqual(r.stderr, '', transcript(r))
         for (const expected of EXPECTED[e.section] || []) assert.match(r.stdout, expected, transcript(r))
       } finally {
-        fs.rmSync(dir, { recursive: true, force: true })
+        removeDir(dir)
       }
     })
   }

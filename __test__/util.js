@@ -187,7 +187,14 @@ function transcript (r) {
     `--- stdout\n${r.stdout}--- stderr\n${r.stderr}`
 }
 
+// Removes a temporary directory and what is in it (fs.rmSync is Node 14.14+).
+function removeDir (dir) {
+  if (typeof fs.rmSync === 'function') fs.rmSync(dir, { recursive: true, force: true })
+  else fs.rmdirSync(dir, { recursive: true })
+}
+
 module.exports = {
+  removeDir,
   stressRounds,
   now,
   until,
