@@ -49,6 +49,33 @@ describe('Channel: messages and codecs', () => {
     assert.ok(empty instanceof Uint8Array && empty.length === 0)
   })
 
+  test('bytes: a view is copied by its own size, whatever its class or own properties say, also across the ring\'s end', () => {
+    // A ring of 48 bytes; each round moves the positions on by 68 bytes, so
+    // the messages start at every multiple of 4 and some wrap.
+    const ch = new Channel({ bytes: 48, codec: 'bytes' })
+    class Liar extends Uint8Array {
+      get length () { return 1 }
+      get byteLength () { return 1 }
+      get buffer () { return new ArrayBuffer(1) }
+      get byteOffset () { return 0 }
+      subarray () { return new Uint8Array(40) }
+      static get [Symbol.species] () { return Uint8Array }
+    }
+    const owned = bytesOf(12, 5)
+    Object.defineProperty(owned, 'length', { value: 1 })
+    Object.defineProperty(owned, 'byteLength', { value: 40 })
+    for (let round = 0; round < 12; round++) {
+      const lie = Liar.from(bytesOf(12, round))
+      assert.strictEqual(ch.trySend(bytesOf(32, round)), true)
+      assert.deepStrictEqual(ch.tryRecv(), bytesOf(32, round))
+      assert.strictEqual(ch.trySend(lie), true)
+      assert.strictEqual(ch.trySend(owned), true)
+      assert.deepStrictEqual(ch.tryRecv(), bytesOf(12, round))
+      assert.deepStrictEqual(ch.tryRecv(), bytesOf(12, 5))
+      assert.strictEqual(ch.tryRecv(), Channel.EMPTY)
+    }
+  })
+
   test('string: UTF-8, any code points, empty strings', () => {
     const ch = new Channel({ bytes: 256, codec: 'string' })
     const values = ['', 'a', 'héllo wörld', '日本語', '😀 ok', '\u0000']

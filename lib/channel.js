@@ -192,6 +192,26 @@ function optionsOf (what, options) {
 // encode(value) → what `put` copies: a Uint8Array, or for 'string' the
 // string itself (written straight into the ring where it does not wrap).
 
+// A view's bytes, read through the intrinsic getters, which read the view's
+// own slots: a subclass or an own property that says otherwise cannot make
+// a send copy more (or other) bytes than it reserved in the ring.
+const TYPED_ARRAY = Object.getPrototypeOf(Uint8Array.prototype)
+const getter = (proto, key) => Object.getOwnPropertyDescriptor(proto, key).get
+const kindOf = getter(TYPED_ARRAY, Symbol.toStringTag) // undefined for a DataView
+const bytesOfView = getter(TYPED_ARRAY, 'byteLength')
+const bufferOfView = getter(TYPED_ARRAY, 'buffer')
+const offsetOfView = getter(TYPED_ARRAY, 'byteOffset')
+
+// A Uint8Array of the view's bytes: the view itself if it is one (a Buffer
+// too), else a Uint8Array over the same memory.
+function asBytes (value) {
+  const kind = kindOf.call(value)
+  if (kind === 'Uint8Array') return value
+  if (kind !== undefined) return new Uint8Array(bufferOfView.call(value), offsetOfView.call(value), bytesOfView.call(value))
+  const dv = DataView.prototype
+  return new Uint8Array(getter(dv, 'buffer').call(value), getter(dv, 'byteOffset').call(value), getter(dv, 'byteLength').call(value))
+}
+
 function encode (s, value, what) {
   let bytes
   if (s.codec === STRING) {
@@ -201,11 +221,11 @@ function encode (s, value, what) {
     if (!ArrayBuffer.isView(value)) {
       throw new TypeError(`${what}: this channel carries bytes ('bytes' codec): expected an ArrayBufferView, got ${show(value)}`)
     }
-    if (!(value instanceof Uint8Array)) value = new Uint8Array(value.buffer, value.byteOffset, value.byteLength)
-    bytes = value.byteLength
+    value = asBytes(value)
+    bytes = bytesOfView.call(value)
   } else {
     value = v8.serialize(value)
-    bytes = value.byteLength
+    bytes = value.length
   }
   if (frameBytes(bytes) > s.capacity) {
     throw new RangeError(`${what}: a message of ${bytes} bytes does not fit in the channel's ${s.capacity}-byte ring (at most ${s.capacity - LENGTH})`)
@@ -219,11 +239,18 @@ const inUse = (s, w, r) => (w >= r ? w - r : w - r + 2 * s.capacity)
 const offsetOf = (s, p) => (p >= s.capacity ? p - s.capacity : p)
 const advance = (s, p, n) => (p + n >= 2 * s.capacity ? p + n - 2 * s.capacity : p + n)
 
-// Copies `src` (a Uint8Array) into the ring at offset `at`, wrapping.
-function copyIn (s, at, src) {
-  const first = Math.min(src.byteLength, s.capacity - at)
-  s.u8.set(first === src.byteLength ? src : src.subarray(0, first), at)
-  if (first < src.byteLength) s.u8.set(src.subarray(first), 0)
+// Copies `src` (a Uint8Array of `n` bytes) into the ring at offset `at`,
+// wrapping.
+function copyIn (s, at, src, n) {
+  const first = s.capacity - at
+  if (n <= first) {
+    s.u8.set(src, at)
+    return
+  }
+  const buffer = bufferOfView.call(src)
+  const offset = offsetOfView.call(src)
+  s.u8.set(new Uint8Array(buffer, offset, first), at)
+  s.u8.set(new Uint8Array(buffer, offset + first, n - first), 0)
 }
 
 // Copies `n` bytes at offset `at` out of the ring into a fresh Uint8Array:
@@ -245,12 +272,12 @@ function copyOut (s, at, n) {
 }
 
 // Moves WRITE to `next` (under SEND): one compareExchange if no receiver
-// may sleep, else one native call that also wakes every sleeper. False if
-// the channel was closed meanwhile (nothing committed).
-function commitWrite (s, next) {
+// may sleep, else one native call that also wakes every sleeper. `lo` is
+// the value of lo the step read (tried first, then read again while it
+// changes). False if the channel was closed meanwhile (nothing committed).
+function commitWrite (s, next, lo) {
   const st = s.st
-  for (;;) {
-    const lo = Atomics.load(st, LO)
+  for (;; lo = Atomics.load(st, LO)) {
     if ((lo & CLOSED) !== 0) return false
     if ((lo & SLEEPERS) === 0) {
       if (Atomics.compareExchange(st, LO, lo, next) === lo) return true
@@ -263,12 +290,12 @@ function commitWrite (s, next) {
 }
 
 // Moves READ to `next` (under RECV), waking the senders if one may sleep and
-// the room left fits NEED; otherwise SW stays as it is.
-function commitRead (s, next) {
+// the room left fits NEED; otherwise SW stays as it is. `hi` as the step
+// read it (tried first).
+function commitRead (s, next, hi) {
   const st = s.st
   const h = s.header
-  for (;;) {
-    const hi = Atomics.load(st, HI)
+  for (;; hi = Atomics.load(st, HI)) {
     if ((hi & SLEEPERS) === 0) {
       if (Atomics.compareExchange(st, HI, hi, next) === hi) return
       continue
@@ -298,13 +325,13 @@ function put (s, msg) {
   s.u32[at >> 2] = msg.bytes
   const body = at + LENGTH === s.capacity ? 0 : at + LENGTH
   if (typeof msg.value !== 'string') {
-    copyIn(s, body, msg.value)
+    copyIn(s, body, msg.value, msg.bytes)
   } else if (body + msg.bytes <= s.capacity) {
     s.buf.write(msg.value, body, msg.bytes, 'utf8')
   } else {
-    copyIn(s, body, Buffer.from(msg.value, 'utf8'))
+    copyIn(s, body, Buffer.from(msg.value, 'utf8'), msg.bytes)
   }
-  if (!commitWrite(s, advance(s, w, size))) throw new ChannelClosedError('Channel: send on a closed channel')
+  if (!commitWrite(s, advance(s, w, size), lo)) throw new ChannelClosedError('Channel: send on a closed channel')
   return true
 }
 
@@ -312,7 +339,8 @@ function put (s, msg) {
 // Uint8Array, or for 'string' the decoded string). Throws
 // ChannelClosedError once closed and empty.
 function take (s) {
-  const r = Atomics.load(s.st, HI) & POS
+  const hi = Atomics.load(s.st, HI)
+  const r = hi & POS
   const lo = Atomics.load(s.st, LO)
   if (r === (lo & POS)) {
     // CLOSED is set with no commit after it: read with WRITE in one load.
@@ -325,7 +353,7 @@ function take (s) {
   const out = s.codec === STRING && body + n <= s.capacity
     ? s.buf.toString('utf8', body, body + n)
     : copyOut(s, body, n)
-  commitRead(s, advance(s, r, frameBytes(n)))
+  commitRead(s, advance(s, r, frameBytes(n)), hi)
   return out
 }
 
