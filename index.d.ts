@@ -782,7 +782,7 @@ export interface ChannelHandle {
 export interface ChannelOptions<C extends ChannelCodec = ChannelCodec> {
   /** Bytes of the ring, 8 … 2^29 (rounded up to a multiple of 4; default 65536). A message takes its length + 4, padded to a multiple of 4. */
   bytes?: number
-  /** 'v8' (default): any value v8.serialize accepts; 'bytes': ArrayBufferViews, received as Uint8Array; 'string': strings, as UTF-8. */
+  /** 'v8' (default): any value v8.serialize accepts (undefined, null, booleans, numbers and strings sent without it, as structured clone gives them); 'bytes': ArrayBufferViews, received as Uint8Array; 'string': strings, as UTF-8. */
   codec?: C
 }
 
@@ -890,8 +890,9 @@ export interface SyncFnOptions {
 /**
  * A function that calls, synchronously, the handler the module at
  * `workerPath` (absolute path or file: URL) passes to `serveSync` in a
- * worker of its own, started at the first call. Arguments and result go
- * through v8.serialize. Errors are rethrown with their class (a stand-in
+ * worker of its own, started at the first call. Arguments and result arrive
+ * as structured clone makes them (v8.serialize, or where each is undefined,
+ * null, a boolean, a number or a string, a plain list of them). Errors are rethrown with their class (a stand-in
  * subclass of Error of the same name for classes the caller does not have),
  * message, the worker's stack, `cause` and other serializable properties.
  * @throws {SyncCallTimeoutError} the answer did not come within `timeout`

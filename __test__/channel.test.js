@@ -4,6 +4,7 @@
 // main thread, close, timeouts and aborts. Thread death is in
 // channel-death.test.js (child processes).
 const assert = require('assert')
+const v8 = require('v8')
 const path = require('path')
 const { Worker } = require('worker_threads')
 const { test, describe } = require('./harness')
@@ -34,6 +35,35 @@ describe('Channel: messages and codecs', () => {
     for (const v of values) assert.deepStrictEqual(ch.recv(), v)
     assert.strictEqual(ch.tryRecv(), Channel.EMPTY)
     assert.strictEqual(ch.codec, 'v8')
+  })
+
+  test('v8: undefined, null, booleans, numbers and strings (sent without v8.serialize) arrive as structured clone makes them', async () => {
+    const clone = (v) => v8.deserialize(v8.serialize(v))
+    const values = [
+      undefined, null, true, false, 0, -0, 1, -1.5, NaN, Infinity, -Infinity, 2 ** 53, 2 ** -1074,
+      '', 'a', 'é\u00ff latin-1', 'ſ two-byte', '😀 astral', '\ud800 lone high', 'lone low \udfff',
+      'x'.repeat(5000), '€'.repeat(3000)
+    ]
+    const ch = new Channel({ bytes: 1 << 14 })
+    for (const v of values) ch.send(v)
+    for (const v of values) {
+      const got = ch.recv()
+      assert.ok(Object.is(got, clone(v)), `${String(v).slice(0, 20)}: got ${String(got).slice(0, 20)}`)
+    }
+    // Through another view of the channel, and the async path.
+    const other = new Channel(ch.handle)
+    for (const v of values) ch.send(v)
+    for (const v of values) assert.ok(Object.is(await other.recvAsync(), clone(v)))
+  })
+
+  test('v8: a channel whose header names the codec of releases without items gets v8.serialize output only', () => {
+    const ch = new Channel({ bytes: 64 })
+    new Int32Array(ch.handle.buffer)[36] = 0 // the header's codec, as those releases write it
+    const old = new Channel(ch.handle)
+    assert.strictEqual(old.codec, 'v8')
+    old.send(42)
+    assert.strictEqual(new Uint8Array(ch.handle.buffer, 192 + 4, 1)[0], 0xff)
+    assert.strictEqual(old.recv(), 42)
   })
 
   test('bytes: any ArrayBufferView, copied; received as a fresh Uint8Array', () => {
@@ -118,8 +148,9 @@ describe('Channel: messages and codecs', () => {
         assert.strictEqual(strings.tryRecv(), Channel.EMPTY)
       }
     }
-    // 'v8': v8.serialize(undefined) takes 3 bytes, an 8-byte frame; in a
-    // 68-byte ring, k of them move the indices to 8k mod 68, every offset.
+    // 'v8': undefined takes 1 byte (an item), an 8-byte frame; in a 68-byte
+    // ring, k of them move the indices to 8k mod 68, every offset. Each
+    // offset gets an object (v8.serialize) and strings (items) of every size.
     const ring = 68
     for (let k = 0; k < ring / 4; k++) {
       for (let n = 0; n <= ring - 4 - 8; n++) {
@@ -131,6 +162,12 @@ describe('Channel: messages and codecs', () => {
         const v = { s: 'é'.repeat(n >> 1) + 'a'.repeat(n & 1) }
         ch.send(v)
         assert.deepStrictEqual(ch.recv(), v, `v8, offset ${(8 * k) % ring}, string of ${n} bytes`)
+        for (const str of ['é'.repeat(n).slice(0, ring - 13), 'ſ'.repeat(n >> 1).slice(0, (ring - 13) >> 1)]) {
+          ch.send(str)
+          assert.strictEqual(ch.recv(), str, `v8, an item: ${str.length} characters after offset ${(8 * k) % ring}`)
+          ch.send(-0)
+          assert.ok(Object.is(ch.recv(), -0))
+        }
       }
     }
   })

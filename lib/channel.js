@@ -50,6 +50,7 @@ const {
   ACQUIRED, OWNER_DIED, ChannelClosedError, ChannelTimeoutError, abortError
 } = require('./errors')
 const { show, timeoutOf, asyncOptions, deadlineOf, timeLeft } = require('./options')
+const { itemBytes, writeItem, readItem } = require('./wire')
 
 const { enqueueAsync, cancelAsync } = futex.internal
 const { viewOf, WORD, ME } = lockInternal
@@ -110,8 +111,16 @@ const LOCK_SPIN_MS = 0.02
 const SPIN_MISSES = 4
 const SPIN_RETRY = 8
 
-const CODECS = ['v8', 'bytes', 'string']
+// A codec's number in the header. 'v8' is V8_ITEMS: values that are items
+// of lib/wire.js (undefined, null, booleans, numbers, strings) go as items,
+// everything else through v8.serialize (whose output begins with 0xFF, which
+// no item does). V8 is the 'v8' of releases without items: a channel with
+// it in its header (made by such a release, in this process) gets no items
+// from this one, and such a release refuses a V8_ITEMS channel with "its
+// header does not match" instead of misreading an item.
+const CODECS = ['v8', 'bytes', 'string', 'v8']
 const V8 = 0
+const V8_ITEMS = 3
 const BYTES = 1
 const STRING = 2
 
@@ -141,8 +150,9 @@ function bytesOption (bytes) {
 }
 
 function codecOption (codec) {
-  if (codec === undefined) return V8
+  if (codec === undefined) return V8_ITEMS
   const i = CODECS.indexOf(codec)
+  if (i === V8) return V8_ITEMS
   if (i < 0) throw new TypeError(`Channel: codec must be 'v8', 'bytes' or 'string', got ${show(codec)}`)
   return i
 }
@@ -224,7 +234,14 @@ function encode (s, value, what) {
     value = asBytes(value)
     bytes = bytesOfView.call(value)
   } else {
-    value = v8.serialize(value)
+    const n = s.codec === V8_ITEMS ? itemBytes(value) : -1
+    if (n < 0) {
+      value = v8.serialize(value)
+    } else {
+      const item = Buffer.allocUnsafe(n)
+      writeItem(item, 0, value)
+      value = item
+    }
     bytes = value.length
   }
   if (frameBytes(bytes) > s.capacity) {
@@ -350,15 +367,33 @@ function take (s) {
   const at = offsetOf(s, r)
   const n = s.u32[at >> 2]
   const body = at + LENGTH === s.capacity ? 0 : at + LENGTH
-  const out = s.codec === STRING && body + n <= s.capacity
+  // A string, or an item, that does not wrap is read in place.
+  const whole = body + n <= s.capacity
+  const out = s.codec === STRING && whole
     ? s.buf.toString('utf8', body, body + n)
-    : copyOut(s, body, n)
+    : s.codec === V8_ITEMS && whole && s.u8[body] !== 0xff
+      ? itemAt(s.buf, body)
+      : copyOut(s, body, n)
   commitRead(s, advance(s, r, frameBytes(n)), hi)
   return out
 }
 
+const box = [undefined] // what readItem reads into
+function itemAt (buf, at) {
+  readItem(buf, at, box, 0)
+  const value = box[0]
+  box[0] = undefined
+  return value
+}
+
+// What a receive returns, from what `take` copied out: for the 'v8' codecs
+// an item `take` read in place is the value already (never a Uint8Array).
 function decode (s, out) {
-  if (s.codec === V8) return v8.deserialize(out)
+  if (s.codec === V8_ITEMS || s.codec === V8) {
+    if (!(out instanceof Uint8Array)) return out
+    if (out[0] === 0xff) return v8.deserialize(out)
+    return itemAt(Buffer.from(out.buffer, out.byteOffset, out.length), 0) // an item that wrapped
+  }
   if (s.codec === STRING) return typeof out === 'string' ? out : Buffer.from(out.buffer, out.byteOffset, out.byteLength).toString('utf8')
   return out
 }

@@ -24,6 +24,7 @@ const { checkCanBlock } = require('./host')
 const { isThreadAlive } = require('./futex').internal
 const { SyncCallTimeoutError, SyncWorkerError, ChannelTimeoutError } = require('./errors')
 const { show, timeoutOf, deadlineOf, timeLeft } = require('./options')
+const { itemBytes, writeItem, readItem } = require('./wire')
 
 const SERVE = Symbol.for('shared-futex.serveSync')
 const BOOT = path.join(__dirname, 'sync-worker.js')
@@ -49,8 +50,7 @@ const REASONS = {
 //       V8    v8.serialize of the payload
 //       LIST  a CALL's arguments or a RETURN's value when each is undefined,
 //             null, a boolean, a number or a string: uint32 count, then
-//             each as a tag byte and its bytes (a float64; a string's uint32
-//             length, then its one-byte characters or its UTF-16 code units)
+//             each as an item of lib/wire.js
 //
 // v8.serialize and v8.deserialize cost microseconds each for the smallest
 // value (a serializer object per call), several times a small call's whole
@@ -67,59 +67,6 @@ const LIST = 1
 const V8 = 2
 const HEADER = 12
 const REASON_CODES = ['start', 'uncaught', 'exit']
-
-const T_UNDEFINED = 0
-const T_NULL = 1
-const T_FALSE = 2
-const T_TRUE = 3
-const T_NUMBER = 4
-const T_ONE_BYTE = 5
-const T_TWO_BYTE = 6
-const NOT_ONE_BYTE = /[^\u0000-\u00ff]/ // eslint-disable-line no-control-regex
-
-// Bytes of `v` in a LIST, or -1 if LIST does not carry it.
-function listBytes (v) {
-  switch (typeof v) {
-    case 'undefined': case 'boolean': return 1
-    case 'number': return 9
-    case 'string': return 5 + (NOT_ONE_BYTE.test(v) ? 2 * v.length : v.length)
-    case 'object': return v === null ? 1 : -1
-    default: return -1
-  }
-}
-
-function writeItem (buf, at, v) {
-  switch (typeof v) {
-    case 'undefined': buf[at] = T_UNDEFINED; return at + 1
-    case 'boolean': buf[at] = v ? T_TRUE : T_FALSE; return at + 1
-    case 'number':
-      buf[at] = T_NUMBER
-      return buf.writeDoubleLE(v, at + 1)
-    case 'string': {
-      const one = !NOT_ONE_BYTE.test(v)
-      buf[at] = one ? T_ONE_BYTE : T_TWO_BYTE
-      buf.writeUInt32LE(v.length, at + 1)
-      return at + 5 + buf.write(v, at + 5, one ? 'latin1' : 'utf16le')
-    }
-    default: buf[at] = T_NULL; return at + 1
-  }
-}
-
-function readItem (buf, at, out, k) {
-  const tag = buf[at]
-  if (tag <= T_TRUE) {
-    out[k] = tag === T_UNDEFINED ? undefined : tag === T_NULL ? null : tag === T_TRUE
-    return at + 1
-  }
-  if (tag === T_NUMBER) {
-    out[k] = buf.readDoubleLE(at + 1)
-    return at + 9
-  }
-  const n = buf.readUInt32LE(at + 1)
-  const bytes = tag === T_ONE_BYTE ? n : 2 * n
-  out[k] = buf.toString(tag === T_ONE_BYTE ? 'latin1' : 'utf16le', at + 5, at + 5 + bytes)
-  return at + 5 + bytes
-}
 
 function header (size, id, kind, form, reason) {
   const buf = Buffer.allocUnsafe(size)
@@ -142,7 +89,7 @@ function encodeV8 (id, kind, payload, reason) {
 function encodeValues (id, kind, values) {
   let size = HEADER + 4
   for (let k = 0; k < values.length; k++) {
-    const n = listBytes(values[k])
+    const n = itemBytes(values[k])
     if (n < 0) return encodeV8(id, kind, kind === CALL ? values : values[0], 0)
     size += n
   }
