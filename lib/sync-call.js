@@ -108,7 +108,11 @@ const encodeReport = (reason, record) => encodeV8(0, REPORT, record, REASON_CODE
 // A message as { id, kind, payload, reason }: the payload of a CALL is its
 // arguments, of a RETURN its value, of a THROW or REPORT the error record.
 function decode (bytes) {
-  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  // Copied into a Buffer (from Buffer's pool), not viewed: a message of up
+  // to 64 bytes comes in an array kept in V8's heap, whose `.buffer` would
+  // move it out (an allocation of its own, about a microsecond).
+  const buf = Buffer.allocUnsafe(bytes.length)
+  buf.set(bytes)
   const id = buf.readDoubleLE(0)
   const kind = buf[8]
   let payload
