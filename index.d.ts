@@ -846,6 +846,16 @@ export class Channel<T = unknown, C extends ChannelCodec = 'v8'> {
   /** Without blocking; rejects as `recv` throws, or with AbortError. Nothing is taken unless it resolves. */
   recvAsync (options?: AcquireOptions): Promise<ChannelOutput<C, T>>
   /**
+   * Blocking while empty, then every message there up to `max` (an integer
+   * ≥ 1, or Infinity), taken at once, in order: 1 … max messages.
+   * @throws {TypeError | RangeError} a bad `max`
+   * @throws {ChannelClosedError} closed and drained
+   * @throws {ChannelTimeoutError}
+   */
+  recvMany (max: number, options?: ChannelWaitOptions): Array<ChannelOutput<C, T>>
+  /** `recvMany` without blocking; rejects as it throws, or with AbortError. Nothing is taken unless it resolves. */
+  recvManyAsync (max: number, options?: AcquireOptions): Promise<Array<ChannelOutput<C, T>>>
+  /**
    * Sends if there is room now (and no other thread is copying at this
    * instant): true if sent, false if not.
    * @throws {ChannelClosedError}

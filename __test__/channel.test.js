@@ -220,7 +220,7 @@ describe('Channel: bad input', () => {
 })
 
 describe('Channel: exactly once under contention', () => {
-  test('4 producers × 4 consumers (workers blocking and async, the main thread async): every message once, in order per producer, intact', { timeout: 60000 }, async () => {
+  test('4 producers × 4 consumers (workers blocking and async, the main thread async; some taking batches): every message once, in order per producer, intact', { timeout: 60000 }, async () => {
     const max = 700
     const count = 1500
     const ch = new Channel({ bytes: 4096, codec: 'bytes' })
@@ -232,20 +232,35 @@ describe('Channel: exactly once under contention', () => {
     const consumers = [
       startWorker({ role: 'consume', handle: ch.handle, max, mode: 'blocking' }),
       startWorker({ role: 'consume', handle: ch.handle, max, mode: 'async' }),
-      startWorker({ role: 'consume', handle: ch.handle, max, mode: 'blocking' })
+      startWorker({ role: 'consume', handle: ch.handle, max, mode: 'many' })
     ]
-    // The main thread: producer 0 (async) and consumer (two async loops).
+    // The main thread: producer 0 (async) and consumer (two async loops,
+    // one of them taking batches).
     const mainPairs = []
     const last = new Map()
+    const got = (m) => {
+      const { p, seq } = check(m, max)
+      if (last.has(p) && last.get(p) >= seq) throw new Error(`main: producer ${p}: ${seq} after ${last.get(p)}`)
+      last.set(p, seq)
+      mainPairs.push(p, seq)
+    }
     const consumeLoop = async () => {
-      for await (const m of ch) {
-        const { p, seq } = check(m, max)
-        if (last.has(p) && last.get(p) >= seq) throw new Error(`main: producer ${p}: ${seq} after ${last.get(p)}`)
-        last.set(p, seq)
-        mainPairs.push(p, seq)
+      for await (const m of ch) got(m)
+    }
+    const batchLoop = async () => {
+      for (;;) {
+        let batch
+        try {
+          batch = await ch.recvManyAsync(6)
+        } catch (e) {
+          if (e instanceof ChannelClosedError) return
+          throw e
+        }
+        assert.ok(batch.length >= 1 && batch.length <= 6, `a batch of ${batch.length}`)
+        batch.forEach(got)
       }
     }
-    const loops = [consumeLoop(), consumeLoop()]
+    const loops = [consumeLoop(), batchLoop()]
     for (let seq = 0; seq < count; seq++) await ch.sendAsync(makeMessage(0, seq, max))
     for (const { box } of producers) assert.strictEqual((await box.next('done', 50000)).sent, count)
     ch.close()
@@ -298,6 +313,38 @@ describe('Channel: close', () => {
     const o = await sender.box.next('outcome', 10000)
     assert.ok(!o.error, JSON.stringify(o))
     assert.deepStrictEqual(await ch.recvAsync(), bytesOf(60, 2))
+  })
+
+  test('recvMany / recvManyAsync: every message there, up to max, in order; wait while empty; then the end', { timeout: 20000 }, async () => {
+    const ch = new Channel({ bytes: 256 })
+    for (let i = 0; i < 10; i++) ch.send(i % 3 === 0 ? { i } : i)
+    // Bad max: nothing is taken.
+    assert.throws(() => ch.recvMany('3'), (e) => e instanceof TypeError && /max/.test(e.message))
+    assert.throws(() => ch.recvMany(undefined), TypeError)
+    for (const bad of [0, -1, 1.5, NaN]) {
+      assert.throws(() => ch.recvMany(bad), (e) => e instanceof RangeError && /max/.test(e.message), String(bad))
+      await assert.rejects(ch.recvManyAsync(bad), RangeError)
+    }
+    assert.deepStrictEqual(ch.recvMany(4), [{ i: 0 }, 1, 2, { i: 3 }])
+    assert.deepStrictEqual(await ch.recvManyAsync(1), [4])
+    assert.deepStrictEqual(ch.recvMany(Infinity), [5, { i: 6 }, 7, 8, { i: 9 }])
+    // Empty: waits (timeout 0: does not), and takes what a worker sends.
+    assert.throws(() => ch.recvMany(3, { timeout: 0 }), (e) => e instanceof ChannelTimeoutError)
+    await assert.rejects(ch.recvManyAsync(3, { timeout: 0 }), (e) => e instanceof ChannelTimeoutError)
+    const waiting = ch.recvManyAsync(3)
+    const { worker, box } = startWorker({ role: 'sendValues', handle: ch.handle, values: ['a', 'b'] })
+    const exited = new Promise((resolve) => worker.once('exit', resolve))
+    await box.next('done', 15000)
+    const batch = await waiting
+    assert.ok(batch.length >= 1 && batch.length <= 2 && batch[0] === 'a', JSON.stringify(batch))
+    if (batch.length === 1) assert.deepStrictEqual(ch.recvMany(3), ['b'])
+    await exited
+    // Closed: what is left, then ChannelClosedError.
+    ch.send('last')
+    ch.close()
+    assert.deepStrictEqual(ch.recvMany(3), ['last'])
+    assert.throws(() => ch.recvMany(3), (e) => e instanceof ChannelClosedError)
+    await assert.rejects(ch.recvManyAsync(3), (e) => e instanceof ChannelClosedError)
   })
 
   test('after close: sends fail, receivers drain what is left, then see the end', async () => {

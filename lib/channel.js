@@ -192,6 +192,14 @@ function create (options) {
   return { buffer, header, capacity, codec }
 }
 
+function maxOption (what, max) {
+  if (typeof max !== 'number') throw new TypeError(`${what}: max must be a number, got ${show(max)}`)
+  if (!(max >= 1) || (max !== Infinity && !Number.isInteger(max))) {
+    throw new RangeError(`${what}: max must be an integer of at least 1 (or Infinity), got ${max}`)
+  }
+  return max
+}
+
 function optionsOf (what, options) {
   if (options === undefined || options === null) return Infinity
   if (typeof options !== 'object') throw new TypeError(`${what}: options must be an object, got ${show(options)}`)
@@ -366,16 +374,41 @@ function take (s) {
   }
   const at = offsetOf(s, r)
   const n = s.u32[at >> 2]
-  const body = at + LENGTH === s.capacity ? 0 : at + LENGTH
-  // A string, or an item, that does not wrap is read in place.
-  const whole = body + n <= s.capacity
-  const out = s.codec === STRING && whole
-    ? s.buf.toString('utf8', body, body + n)
-    : s.codec === V8_ITEMS && whole && s.u8[body] !== 0xff
-      ? itemAt(s.buf, body)
-      : copyOut(s, body, n)
+  const out = frameAt(s, at, n)
   commitRead(s, advance(s, r, frameBytes(n)), hi)
   return out
+}
+
+// A receive step for up to `max` messages (RECV held): WAIT, or an array
+// of 1 … max messages as `take` copies them out, all taken with one commit.
+function takeMany (s, max) {
+  const hi = Atomics.load(s.st, HI)
+  let r = hi & POS
+  const lo = Atomics.load(s.st, LO)
+  const w = lo & POS
+  if (r === w) {
+    if ((lo & CLOSED) !== 0) throw new ChannelClosedError('Channel: closed, and every message was received')
+    return WAIT
+  }
+  const out = []
+  do {
+    const at = offsetOf(s, r)
+    const n = s.u32[at >> 2]
+    out.push(frameAt(s, at, n))
+    r = advance(s, r, frameBytes(n))
+  } while (r !== w && out.length < max)
+  commitRead(s, r, hi)
+  return out
+}
+
+// The message of the frame at offset `at` (its length `n`), copied out; a
+// string, or an item, that does not wrap is read in place.
+function frameAt (s, at, n) {
+  const body = at + LENGTH === s.capacity ? 0 : at + LENGTH
+  const whole = body + n <= s.capacity
+  if (s.codec === STRING && whole) return s.buf.toString('utf8', body, body + n)
+  if (s.codec === V8_ITEMS && whole && s.u8[body] !== 0xff) return itemAt(s.buf, body)
+  return copyOut(s, body, n)
 }
 
 const box = [undefined] // what readItem reads into
@@ -395,6 +428,14 @@ function decode (s, out) {
     return itemAt(Buffer.from(out.buffer, out.byteOffset, out.length), 0) // an item that wrapped
   }
   if (s.codec === STRING) return typeof out === 'string' ? out : Buffer.from(out.buffer, out.byteOffset, out.byteLength).toString('utf8')
+  return out
+}
+
+// Decodes each message of what takeMany took, in place. A message that
+// does not decode (a 'v8' one v8.deserialize refuses) throws, as for recv:
+// the others of the batch are lost with it.
+function decodeAll (s, out) {
+  for (let k = 0; k < out.length; k++) out[k] = decode(s, out[k])
   return out
 }
 
@@ -692,6 +733,42 @@ class Channel {
       }
     }
     return nonBlocking(s, 'Channel.recvAsync', opts, RECV, take).then((out) => decode(s, out))
+  }
+
+  /**
+   * Blocks while the ring is empty, then takes every message there, up to
+   * `max`, at once: an array of 1 … max messages, in the order of the ring.
+   * Throws ChannelClosedError once closed and drained.
+   */
+  recvMany (max, options) {
+    const s = this[STATE]
+    const n = maxOption('Channel.recvMany', max)
+    const timeout = optionsOf('Channel.recvMany', options)
+    checkCanBlock('Channel.recvMany')
+    return decodeAll(s, blocking(s, 'Channel.recvMany', timeout, RECV, takeMany, n))
+  }
+
+  recvManyAsync (max, options) {
+    const s = this[STATE]
+    let opts, n
+    try {
+      n = maxOption('Channel.recvManyAsync', max)
+      opts = asyncOptions('Channel.recvManyAsync', options)
+    } catch (e) {
+      return Promise.reject(e)
+    }
+    if (opts.signal === undefined || !opts.signal.aborted) {
+      try {
+        let out = attempt(s, RECV, takeMany, n)
+        if (out !== WAIT) return Promise.resolve(decodeAll(s, out))
+        if (opts.timeout !== 0 && spin(s, RECV, canTake) && (out = attempt(s, RECV, takeMany, n)) !== WAIT) {
+          return Promise.resolve(decodeAll(s, out))
+        }
+      } catch (e) {
+        return Promise.reject(e)
+      }
+    }
+    return nonBlocking(s, 'Channel.recvManyAsync', opts, RECV, takeMany, n).then((out) => decodeAll(s, out))
   }
 
   /** Sends if there is room now: true if sent, false if not. Throws ChannelClosedError. */

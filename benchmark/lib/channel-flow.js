@@ -14,15 +14,21 @@ const CHECK = 64
 const ACK_EVERY = 64
 const WINDOW = 1024
 
+// d.size: bytes of a Uint8Array message, or 'number' (messages are the
+// numbers 0, 1, 2, …: a 'v8' Channel, or postMessage of a number).
 function message (size) {
-  return new Uint8Array(size).fill(7)
+  return size === 'number' ? 0 : new Uint8Array(size).fill(7)
 }
 
 function produce (d, sink) {
   const m = message(d.size)
   const flow = d.flow
   if (d.impl === 'channel') {
-    while (Atomics.load(flow, STOP) === 0) sink.send(m)
+    if (d.size === 'number') {
+      for (let k = 0; Atomics.load(flow, STOP) === 0; k++) sink.send(k)
+    } else {
+      while (Atomics.load(flow, STOP) === 0) sink.send(m)
+    }
     sink.close()
     return
   }
@@ -35,7 +41,7 @@ function produce (d, sink) {
   }
   let sent = 0
   while (Atomics.load(flow, STOP) === 0) {
-    sink.postMessage(m)
+    sink.postMessage(d.size === 'number' ? sent : m)
     sent++
     for (;;) {
       const acked = Atomics.load(flow, ACK)
@@ -85,6 +91,22 @@ async function consumeAsync (d, ch, from) {
   return c.result()
 }
 
+// The same in batches: recvManyAsync of up to 256 messages.
+async function consumeAsyncBatches (d, ch, from) {
+  const c = counter(d, from)
+  for (;;) {
+    let batch
+    try {
+      batch = await ch.recvManyAsync(256)
+    } catch (e) {
+      if (e.code === 'ERR_CHANNEL_CLOSED') break
+      throw e
+    }
+    for (let k = 0; k < batch.length; k++) c.tick(batch[k])
+  }
+  return c.result()
+}
+
 // ringbuf.js carries bytes without boundaries: a message is its d.size
 // bytes, popped into one reused buffer (how ringbuf.js is meant to be used;
 // a Channel hands out a fresh Uint8Array per message). An empty ring is
@@ -119,4 +141,4 @@ function consumePort (d, port, from) {
   })
 }
 
-module.exports = { produce, consumeBlocking, consumeAsync, consumePort, consumeRingbuf, STOP, ACK }
+module.exports = { produce, consumeBlocking, consumeAsync, consumeAsyncBatches, consumePort, consumeRingbuf, STOP, ACK }

@@ -6,6 +6,10 @@
 //               events) receives them. Figure: messages per second.
 //               postMessage has no back-pressure: its producer keeps at
 //               most 1024 messages in flight (benchmark/lib/channel-flow.js).
+//               Also worker → main with the main thread taking batches
+//               (recvManyAsync) instead of one message per turn.
+//   numbers     worker → worker, the numbers 0, 1, 2, … on a 'v8' Channel
+//               (the default codec) against postMessage of the same.
 //   round trip  the main thread sends 16 B and awaits the worker's echo.
 //               Figure: round trips per second.
 //   one producer  worker → worker, 16 B and 1 KiB, against ringbuf.js (from
@@ -21,7 +25,7 @@ const path = require('path')
 const { MessageChannel } = require('worker_threads')
 const { Channel } = require('../..')
 const { withWorkers, go, startTime, now } = require('../lib/threads')
-const { consumeAsync, consumePort } = require('../lib/channel-flow')
+const { consumeAsync, consumeAsyncBatches, consumePort } = require('../lib/channel-flow')
 
 const WORKER = path.join(__dirname, '..', 'workers', 'channel-worker.js')
 const ADD = path.join(__dirname, '..', 'workers', 'sync-add.js')
@@ -39,8 +43,8 @@ function optional (name) {
   }
 }
 
-function endpoints (impl) {
-  if (impl === 'channel') return { ch: new Channel({ bytes: RING, codec: 'bytes' }) }
+function endpoints (impl, size) {
+  if (impl === 'channel') return { ch: new Channel({ bytes: RING, codec: size === 'number' ? 'v8' : 'bytes' }) }
   if (impl === 'ringbuf.js') {
     const { RingBuffer } = optional('ringbuf.js')
     return { rb: RingBuffer.getStorageForCapacity(RING, Uint8Array) }
@@ -51,17 +55,19 @@ function endpoints (impl) {
 
 async function throughput (size, where, impl, { warmMs, ms }) {
   const flow = new Int32Array(new SharedArrayBuffer(8))
-  const { ch, port1, port2, rb } = endpoints(impl)
+  const { ch, port1, port2, rb } = endpoints(impl, size)
   const base = { impl, size, flow, ms, handle: ch ? ch.handle : undefined, rb }
   const specs = [{ file: WORKER, data: { ...base, role: 'produce', port: port1 }, transfer: port1 ? [port1] : [] }]
-  if (where === 'worker') specs.push({ file: WORKER, data: { ...base, role: 'consume', port: port2 }, transfer: port2 ? [port2] : [] })
+  const inMain = where === 'main' || where === 'main-batches'
+  if (!inMain) specs.push({ file: WORKER, data: { ...base, role: 'consume', port: port2 }, transfer: port2 ? [port2] : [] })
   const { main, results } = await withWorkers(specs, async (ctl) => {
     go(ctl, warmMs)
-    if (where !== 'main') return null
+    if (!inMain) return null
     const from = startTime(ctl)
-    return ch ? consumeAsync(base, ch, from) : consumePort(base, port2, from)
+    if (!ch) return consumePort(base, port2, from)
+    return where === 'main' ? consumeAsync(base, ch, from) : consumeAsyncBatches(base, ch, from)
   })
-  const r = where === 'main' ? main : results[1]
+  const r = inMain ? main : results[1]
   return { rate: r.count / (r.elapsedMs / 1000) }
 }
 
@@ -136,6 +142,27 @@ for (const where of ['main', 'worker']) {
     comparisons.push({ case: id, metric: 'rate', ours: 'channel', base: 'postMessage', target: size === 16 ? 5 : null })
   }
 }
+// worker → main again, the main thread taking what is there in batches
+// (recvManyAsync, up to 256 at once); postMessage as above.
+cases.push({
+  id: '11-to-main-batches-16',
+  label: 'worker → main (async, recvManyAsync batches), 16 B messages',
+  impls: ['channel', 'postMessage'],
+  metrics: RATE,
+  measure: (impl, opts) => throughput(16, 'main-batches', impl, opts)
+})
+comparisons.push({ case: '11-to-main-batches-16', metric: 'rate', ours: 'channel', base: 'postMessage', target: 5 })
+
+// The default codec with small values (sent as items, without
+// v8.serialize): at least postMessage's rate.
+cases.push({
+  id: '11-to-worker-number',
+  label: 'worker → worker (blocking), numbers (\'v8\' codec)',
+  impls: ['channel', 'postMessage'],
+  metrics: RATE,
+  measure: (impl, opts) => throughput('number', 'worker', impl, opts)
+})
+comparisons.push({ case: '11-to-worker-number', metric: 'rate', ours: 'channel', base: 'postMessage', target: 1 })
 for (const [size, tag] of [[16, '16'], [1024, '1k']]) {
   const id = `11-spsc-${tag}`
   cases.push({
