@@ -431,9 +431,9 @@ function decode (s, out) {
   return out
 }
 
-// Decodes each message of what takeMany took, in place. A message that
-// does not decode (a 'v8' one v8.deserialize refuses) throws, as for recv:
-// the others of the batch are lost with it.
+// Decodes each message of what takeMany took, in place. (Only a 'v8'
+// message can fail to decode, one v8.deserialize refuses, which no send's
+// v8.serialize output is; it would throw as for recv, the batch with it.)
 function decodeAll (s, out) {
   for (let k = 0; k < out.length; k++) out[k] = decode(s, out[k])
   return out
@@ -626,6 +626,25 @@ async function nonBlocking (s, what, opts, dir, step, arg) {
   }
 }
 
+// An async receive (step `take` or `takeMany` with `arg`; `finish` decodes
+// what it took): first a try in this call and, if it must wait, a look for
+// a while, so that the lock is held for the copy only, never across an
+// await; then the waiting path.
+function receiveAsync (s, what, opts, step, arg, finish) {
+  if (opts.signal === undefined || !opts.signal.aborted) {
+    try {
+      let out = attempt(s, RECV, step, arg)
+      if (out !== WAIT) return Promise.resolve(finish(s, out))
+      if (opts.timeout !== 0 && spin(s, RECV, canTake) && (out = attempt(s, RECV, step, arg)) !== WAIT) {
+        return Promise.resolve(finish(s, out))
+      }
+    } catch (e) {
+      return Promise.reject(e)
+    }
+  }
+  return nonBlocking(s, what, opts, RECV, step, arg).then((out) => finish(s, out))
+}
+
 // A try step: the side's lock without waiting for another thread's copy,
 // one step.
 function attempt (s, dir, step, arg) {
@@ -714,25 +733,13 @@ class Channel {
   }
 
   recvAsync (options) {
-    const s = this[STATE]
     let opts
     try {
       opts = asyncOptions('Channel.recvAsync', options)
     } catch (e) {
       return Promise.reject(e)
     }
-    if (opts.signal === undefined || !opts.signal.aborted) {
-      try {
-        let out = attempt(s, RECV, take)
-        if (out !== WAIT) return Promise.resolve(decode(s, out))
-        if (opts.timeout !== 0 && spin(s, RECV, canTake) && (out = attempt(s, RECV, take)) !== WAIT) {
-          return Promise.resolve(decode(s, out))
-        }
-      } catch (e) {
-        return Promise.reject(e)
-      }
-    }
-    return nonBlocking(s, 'Channel.recvAsync', opts, RECV, take).then((out) => decode(s, out))
+    return receiveAsync(this[STATE], 'Channel.recvAsync', opts, take, undefined, decode)
   }
 
   /**
@@ -749,7 +756,6 @@ class Channel {
   }
 
   recvManyAsync (max, options) {
-    const s = this[STATE]
     let opts, n
     try {
       n = maxOption('Channel.recvManyAsync', max)
@@ -757,18 +763,7 @@ class Channel {
     } catch (e) {
       return Promise.reject(e)
     }
-    if (opts.signal === undefined || !opts.signal.aborted) {
-      try {
-        let out = attempt(s, RECV, takeMany, n)
-        if (out !== WAIT) return Promise.resolve(decodeAll(s, out))
-        if (opts.timeout !== 0 && spin(s, RECV, canTake) && (out = attempt(s, RECV, takeMany, n)) !== WAIT) {
-          return Promise.resolve(decodeAll(s, out))
-        }
-      } catch (e) {
-        return Promise.reject(e)
-      }
-    }
-    return nonBlocking(s, 'Channel.recvManyAsync', opts, RECV, takeMany, n).then((out) => decodeAll(s, out))
+    return receiveAsync(this[STATE], 'Channel.recvManyAsync', opts, takeMany, n, decodeAll)
   }
 
   /** Sends if there is room now: true if sent, false if not. Throws ChannelClosedError. */
