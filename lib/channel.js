@@ -247,7 +247,7 @@ function encode (s, value, what) {
       value = v8.serialize(value)
     } else {
       const item = Buffer.allocUnsafe(n)
-      writeItem(item, 0, value)
+      writeItem(item, 0, value, n)
       value = item
     }
     bytes = value.length

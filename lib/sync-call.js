@@ -88,15 +88,17 @@ function encodeV8 (id, kind, payload, reason) {
 // A CALL of `args` (a fresh array) or a RETURN of one value.
 function encodeValues (id, kind, values) {
   let size = HEADER + 4
+  const sizes = new Array(values.length)
   for (let k = 0; k < values.length; k++) {
     const n = itemBytes(values[k])
     if (n < 0) return encodeV8(id, kind, kind === CALL ? values : values[0], 0)
+    sizes[k] = n
     size += n
   }
   const buf = header(size, id, kind, LIST, 0)
   buf.writeUInt32LE(values.length, HEADER)
   let at = HEADER + 4
-  for (let k = 0; k < values.length; k++) at = writeItem(buf, at, values[k])
+  for (let k = 0; k < values.length; k++) at = writeItem(buf, at, values[k], sizes[k])
   return buf
 }
 

@@ -37,9 +37,10 @@ function itemBytes (v) {
   }
 }
 
-// Writes item `v` (itemBytes(v) >= 0) into the Buffer at `at`; returns
+// Writes item `v` into the Buffer at `at`; `n` is itemBytes(v) (>= 0),
+// which for a string says its form without looking at it again. Returns
 // where it ends.
-function writeItem (buf, at, v) {
+function writeItem (buf, at, v, n) {
   switch (typeof v) {
     case 'undefined': buf[at] = T_UNDEFINED; return at + 1
     case 'boolean': buf[at] = v ? T_TRUE : T_FALSE; return at + 1
@@ -47,7 +48,7 @@ function writeItem (buf, at, v) {
       buf[at] = T_NUMBER
       return buf.writeDoubleLE(v, at + 1)
     case 'string': {
-      const one = !NOT_ONE_BYTE.test(v)
+      const one = n === 5 + v.length
       buf[at] = one ? T_ONE_BYTE : T_TWO_BYTE
       buf.writeUInt32LE(v.length, at + 1)
       return at + 5 + buf.write(v, at + 5, one ? 'latin1' : 'utf16le')
