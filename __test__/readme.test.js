@@ -3,7 +3,7 @@
 // full) — each pair of `// main.js` and `// worker.js` blocks — run as a user would run them, in a child process
 // with a hard timeout, with `require('shared-futex')` (and its subpaths)
 // pointing at this checkout. Each must exit by itself, cleanly, printing
-// what the README says it prints.
+// what the guide says it prints. README.md's own blocks: readme-blocks.test.js.
 const assert = require('assert')
 const fs = require('fs')
 const os = require('os')
@@ -53,7 +53,7 @@ function localised (code) {
     `require(${JSON.stringify(path.join(ROOT, sub ? sub.slice(1) : ''))})`)
 }
 
-describe('README examples run as written', () => {
+describe('docs/guide.md examples run as written', () => {
   const found = examples()
   test('every runnable example is checked, and every check has its example', () => {
     assert.deepStrictEqual(found.map((e) => e.section).sort(), Object.keys(EXPECTED).sort())
