@@ -886,7 +886,11 @@ export interface SyncFnOptions {
   timeout?: number
   /** Bytes of each of the two rings (requests and answers; default 1 MiB): arguments and results must fit. */
   bytes?: number
-  /** Options of the Worker (execArgv, env, resourceLimits, …), except workerData and eval. */
+  /**
+   * Options of the Worker (execArgv, env, resourceLimits, …), except workerData and eval.
+   * Without execArgv the worker gets the parent's without its preloads (--require, --import,
+   * --loader); a preload the worker needs goes in execArgv here.
+   */
   workerOptions?: object
   /**
    * Workers behind the function (1 … 64, default 1), all started at the first

@@ -73,6 +73,19 @@ describe('createSyncFn / serveSync', () => {
     assert.match(none.message, /did not call serveSync/)
   })
 
+  test('a Worker that cannot be constructed (execArgv or env Node refuses): SyncWorkerError with the cause, on this call and at once on every later one', T, async () => {
+    const r = await run('bad-start')
+    const causes = { execArgv: 'ERR_WORKER_INVALID_EXEC_ARGV', env: 'ERR_INVALID_ARG_TYPE', pool: 'ERR_INVALID_ARG_TYPE' }
+    for (const name of Object.keys(causes)) {
+      for (const e of [r[name].first, r[name].again]) {
+        assert.strictEqual(e.ctor, 'SyncWorkerError', name)
+        assert.strictEqual(e.code, 'ERR_SYNC_WORKER', name)
+        assert.match(e.message, /the worker failed to start: /, name)
+        assert.strictEqual(e.cause.code, causes[name], name)
+      }
+    }
+  })
+
   test('a worker that dies at once, does not parse, or whose preload throws or exits: SyncWorkerError, never a hang (calls without a timeout)', T, async () => {
     const exit = await run('exit-at-load')
     assert.strictEqual(exit.code, 'ERR_SYNC_WORKER')

@@ -17,7 +17,7 @@
 // loading the module, or throws outside a call, reports why first.
 const path = require('path')
 const v8 = require('v8')
-const { Worker } = require('worker_threads')
+const { Worker, isMainThread } = require('worker_threads')
 const { fileURLToPath } = require('url')
 const { Channel, internal: { adaptBlockingSpin } } = require('./channel')
 const { checkCanBlock } = require('./host')
@@ -27,6 +27,8 @@ const { show, timeoutOf, deadlineOf, timeLeft } = require('./options')
 const { itemBytes, writeItem, readItem } = require('./wire')
 
 const SERVE = Symbol.for('shared-futex.serveSync')
+// Set by lib/sync-worker.js as it starts loading the worker's module.
+const MODULE_LOADING = Symbol.for('shared-futex.syncModuleLoading')
 const BOOT = path.join(__dirname, 'sync-worker.js')
 const PRELOAD = path.join(__dirname, 'sync-preload.js')
 const SLICE = 100 // ms between looks at the worker's thread
@@ -239,6 +241,71 @@ function syncOptions (options) {
   return { timeout, bytes, workerOptions, workers }
 }
 
+// The parent's execArgv without its preloads (--require / -r, --import,
+// --loader / --experimental-loader, each with its value): the default
+// execArgv of a worker. A preload that makes a synchronous call while it
+// loads (a hook run with `node -r ./hook.js app.js`) would otherwise run
+// again in the worker, start a worker of its own, and so on without end.
+// (synckit passes an execArgv of its own, never the parent's.) A worker
+// that needs a preload gets it through workerOptions.execArgv.
+const PRELOAD_FLAGS = ['--require', '-r', '--import', '--loader', '--experimental-loader']
+function inheritedExecArgv () {
+  const out = []
+  const argv = process.execArgv
+  for (let k = 0; k < argv.length; k++) {
+    const arg = argv[k]
+    if (PRELOAD_FLAGS.includes(arg)) {
+      k++ // and its value
+      continue
+    }
+    if (PRELOAD_FLAGS.some((flag) => flag.startsWith('--') && arg.startsWith(`${flag}=`))) continue
+    out.push(arg)
+  }
+  return out
+}
+
+// The flags Node named in an ERR_WORKER_INVALID_EXEC_ARGV.
+function refusedFlags (e) {
+  const at = String(e.message).indexOf(': ')
+  return at < 0 ? [] : e.message.slice(at + 2).split(', ')
+}
+
+function newWorker (options, own) {
+  const withPreload = (argv) => Object.assign({}, options, { execArgv: ['--require', PRELOAD].concat(argv) })
+  // execArgv the caller gave: as given. Node refuses it with or without
+  // the preload (or takes it).
+  if (own !== undefined) return new Worker(BOOT, withPreload(own))
+  // By default the parent's execArgv without its preloads. Node refuses
+  // some flags in a worker's execArgv that it inherits without a word (V8's
+  // --expose-gc, --max-old-space-size, …, which are the process's anyway):
+  // without those.
+  let argv = inheritedExecArgv()
+  for (let tries = 0; ; tries++) {
+    try {
+      return new Worker(BOOT, withPreload(argv))
+    } catch (e) {
+      if (e.code !== 'ERR_WORKER_INVALID_EXEC_ARGV') throw e
+      const refused = refusedFlags(e)
+      const fewer = argv.filter((arg) => !refused.includes(arg))
+      if (tries < 2 && fewer.length < argv.length) {
+        argv = fewer
+        continue
+      }
+      // Node names no flag of ours: the parent's execArgv, inherited as a
+      // whole (its preloads too); the worker's script loads the preload
+      // module first.
+      return new Worker(BOOT, options)
+    }
+  }
+}
+
+// Whether this thread is a worker of createSyncFn's whose module has not
+// started loading: a preload of it runs (one the caller gave in
+// workerOptions.execArgv, or one of NODE_OPTIONS).
+function inPreloadOfSyncWorker () {
+  return !isMainThread && globalThis[MODULE_LOADING] !== true && process.execArgv.includes(PRELOAD)
+}
+
 /**
  * A function that calls `serveSync`'s handler in the worker at `workerPath`
  * and blocks until it answers; see index.d.ts.
@@ -256,6 +323,7 @@ function createSyncFn (workerPath, options) {
   // (how many workers sleep on it)].
   const bell = typeof Atomics.waitAsync === 'function' ? new Int32Array(new SharedArrayBuffer(8)) : null
   let started = false
+  const workers = [] // the pool
   const tids = [] // of the pool's workers
   let gone = null // { reason, cause } once a worker failed or ended
   let lastId = 0
@@ -264,29 +332,32 @@ function createSyncFn (workerPath, options) {
     `createSyncFn(${file}): the worker ${REASONS[gone.reason]}${gone.cause instanceof Error ? `: ${gone.cause.message}` : ''}`,
     gone.cause === undefined ? undefined : { cause: gone.cause })
 
+  // A Worker that cannot be constructed (execArgv or env that Node
+  // refuses, resourceLimits out of range, …) fails the function for good:
+  // this call and every later one throw, none waits for a worker that was
+  // never started. Those of the pool already started are terminated.
   function start () {
     started = true
-    for (let k = 0; k < opts.workers; k++) startOne()
+    try {
+      for (let k = 0; k < opts.workers; k++) startOne()
+    } catch (e) {
+      gone = { reason: 'start', cause: e }
+      for (const w of workers) w.terminate().catch(() => {})
+      workers.length = 0
+      throw fail()
+    }
   }
 
   function startOne () {
     const options = Object.assign({}, opts.workerOptions, {
       workerData: { file, requests: requests.handle, answers: answers.handle, bell: bell === null ? undefined : bell.buffer }
     })
-    let worker
     // lib/sync-preload.js before any other preload of the worker (those of
-    // its execArgv: by default the parent's), so that a preload that throws
-    // or exits is reported, and the thread is in the registry of ended
-    // threads before anything of the caller's runs. Where Node refuses that
-    // execArgv (a V8 flag inherited from the parent), without it: the
-    // worker's own script loads the same module first.
-    const execArgv = opts.workerOptions.execArgv === undefined ? process.execArgv : opts.workerOptions.execArgv
-    try {
-      worker = new Worker(BOOT, Object.assign({}, options, { execArgv: ['--require', PRELOAD].concat(execArgv) }))
-    } catch (e) {
-      if (e.code !== 'ERR_WORKER_INVALID_EXEC_ARGV') throw e
-      worker = new Worker(BOOT, options)
-    }
+    // workerOptions.execArgv), so that a preload that throws or exits is
+    // reported, and the thread is in the registry of ended threads before
+    // anything of the caller's runs.
+    const worker = newWorker(options, opts.workerOptions.execArgv)
+    workers.push(worker)
     tids.push(worker.threadId)
     worker.unref()
     // Between calls the event loop runs: note what happened to the worker.
@@ -326,6 +397,11 @@ function createSyncFn (workerPath, options) {
   return function syncFn (...args) {
     checkCanBlock('createSyncFn')
     if (gone !== null) throw fail()
+    // A preload that calls at load would run again in the worker this call
+    // starts, which would start another, without end.
+    if (!started && inPreloadOfSyncWorker()) {
+      throw new SyncWorkerError(`createSyncFn(${file}): refused in a preload of a createSyncFn worker (its module not loaded yet): the preload would run again in the worker this call starts, and so on without end`)
+    }
     if (!started) start()
     const id = ++lastId
     const deadline = deadlineOf(opts.timeout)
@@ -382,5 +458,5 @@ function serveSync (fn) {
 module.exports = {
   createSyncFn,
   serveSync,
-  internal: { toRecord, fromRecord, SERVE, decode, encodeReturn, encodeThrow, encodeReport }
+  internal: { toRecord, fromRecord, SERVE, MODULE_LOADING, decode, encodeReturn, encodeThrow, encodeReport }
 }

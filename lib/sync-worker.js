@@ -5,8 +5,12 @@
 const { workerData } = require('worker_threads')
 const { pathToFileURL } = require('url')
 const { setUp, report, serving } = require('./sync-preload')
+const { internal } = require('./sync-call')
 
 setUp()
+// From here, a synchronous call of this thread is the module's, not a
+// preload's (lib/sync-call.js refuses those).
+globalThis[internal.MODULE_LOADING] = true
 
 import(pathToFileURL(workerData.file).href).then(() => {
   if (!serving()) {

@@ -1,0 +1,42 @@
+'use strict'
+// createSyncFn (lib/sync-call.js) in whole processes: preloads of the
+// parent, the worker's output, workers freed. Each scenario is a child
+// process with a hard timeout.
+const assert = require('assert')
+const path = require('path')
+const { test, describe } = require('./harness')
+const { runChild, transcript } = require('./util')
+
+const HARD_TIMEOUT = 20000
+const T = { timeout: HARD_TIMEOUT + 5000 }
+const SYNC = path.join(__dirname, 'fixtures', 'sync')
+const NODE_MAJOR = Number(process.versions.node.split('.')[0])
+
+async function run (args) {
+  const r = await runChild(args, { timeoutMs: HARD_TIMEOUT })
+  assert.ok(!r.timedOut, `hung: killed after ${HARD_TIMEOUT} ms\n${transcript(r)}`)
+  assert.strictEqual(r.code, 0, transcript(r))
+  return r
+}
+
+describe('createSyncFn in a process', () => {
+  test('a preload of the parent (node -r hook.js) that calls at load does not run again in the worker', T, async () => {
+    const hook = path.join(SYNC, 'hook.js')
+    const app = path.join(SYNC, 'hook-app.js')
+    // With --expose-gc too: a flag Node refuses in a worker's execArgv.
+    for (const args of [['-r', hook, app], ['--expose-gc', '-r', hook, app]]) {
+      const r = await run(args)
+      assert.deepStrictEqual(r.stdout.split('\n').filter((l) => l.startsWith('HOOK')), ['HOOK main 3'], transcript(r))
+      assert.deepStrictEqual(r.result, { app: true })
+    }
+  })
+
+  test('a preload given to the worker that calls at load: SyncWorkerError, not a worker starting a worker without end', T, async () => {
+    const r = await run([path.join(SYNC, 'hook-app.js'), 'explicit'])
+    const e = r.result.explicit
+    assert.strictEqual(e.code, 'ERR_SYNC_WORKER', transcript(r))
+    // Node 12 runs a worker's preloads before the worker can report
+    // (docs/channel.md): there the thread is only seen to end.
+    assert.match(e.message, NODE_MAJOR > 12 ? /failed to start: .*refused in a preload of a createSyncFn worker/ : /exited: the worker thread ended/)
+  })
+})
