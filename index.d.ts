@@ -908,7 +908,9 @@ export interface SyncFnOptions {
  * as structured clone makes them (v8.serialize, or where each is undefined,
  * null, a boolean, a number or a string, a plain list of them). Errors are rethrown with their class (a stand-in
  * subclass of Error of the same name for classes the caller does not have),
- * message, the worker's stack, `cause` and other serializable properties.
+ * message, the worker's stack, `cause` and other serializable properties; an
+ * AggregateError with its `errors` (each rebuilt), a DOMException as a
+ * DOMException (name, message, code) where the global exists.
  * @throws {SyncCallTimeoutError} the answer did not come within `timeout`
  * @throws {SyncWorkerError} the worker failed to start, threw outside a call, or ended
  */

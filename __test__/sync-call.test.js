@@ -47,6 +47,25 @@ describe('createSyncFn / serveSync', () => {
     assert.strictEqual(r.after, 4)
   })
 
+  test('an AggregateError arrives with its errors (each rebuilt, recursively), a DOMException as a DOMException with its name, message and code', T, async () => {
+    const r = await run('rich-errors')
+    if (typeof AggregateError === 'function') { // eslint-disable-line no-undef
+      const a = r.aggregate
+      assert.deepStrictEqual([a.ctor, a.isAggregate, a.message, a.errorsEnumerable], ['AggregateError', true, 'many', false])
+      assert.strictEqual(a.errors.length, 4)
+      assert.deepStrictEqual([a.errors[0].ctor, a.errors[0].message, a.errors[0].code], ['TypeError', 'first', 'ERR_FIRST'])
+      assert.deepStrictEqual([a.errors[1].ctor, a.errors[1].isError, a.errors[1].message], ['MyError', true, 'second'])
+      assert.strictEqual(a.errors[2], 5)
+      assert.deepStrictEqual([a.errors[3].ctor, a.errors[3].message], ['AggregateError', 'nested'])
+      assert.deepStrictEqual([a.errors[3].errors[0].ctor, a.errors[3].errors[0].message], ['RangeError', 'deep'])
+    }
+    if (typeof DOMException === 'function') { // eslint-disable-line no-undef
+      const d = r.dom
+      assert.deepStrictEqual([d.isDOMException, d.name, d.message, d.code], [true, 'DataCloneError', 'no clone', 25])
+      assert.ok(d.stack.includes(WORKER), d.stack)
+    }
+  })
+
   test('a call that timed out never shifts later answers: its late answer is dropped, the worker keeps serving', T, async () => {
     const r = await run('timeout')
     assert.strictEqual(r.first.code, 'ERR_SYNC_CALL_TIMEOUT')

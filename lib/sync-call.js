@@ -151,9 +151,12 @@ function serializes (value) {
   }
 }
 
+const hasOwn = (o, key) => Object.prototype.hasOwnProperty.call(o, key)
+const isDOMException = (e) => typeof DOMException === 'function' ? e instanceof DOMException : (e !== null && typeof e === 'object' && e.constructor !== undefined && e.constructor.name === 'DOMException') // eslint-disable-line no-undef
+
 function toRecord (e, depth) {
   const d = depth || 0
-  if (!(e instanceof Error) || d > 16) {
+  if (!(e instanceof Error || isDOMException(e)) || d > 16) {
     return { error: false, value: serializes(e) ? e : String(e) }
   }
   const ctor = e.constructor
@@ -165,12 +168,21 @@ function toRecord (e, depth) {
     stack: String(e.stack),
     props: {}
   }
-  if (Object.prototype.hasOwnProperty.call(e, 'cause')) {
+  // A DOMException's code is its prototype's getter (from its name).
+  if (isDOMException(e)) {
+    record.className = 'DOMException'
+    record.domCode = Number(e.code)
+  }
+  if (hasOwn(e, 'cause')) {
     record.hasCause = true
     record.cause = toRecord(e.cause, d + 1)
   }
+  // An AggregateError's errors (an own, non-enumerable array), each rebuilt.
+  if (hasOwn(e, 'errors') && Array.isArray(e.errors)) {
+    record.errors = e.errors.map((x) => toRecord(x, d + 1))
+  }
   for (const key of Object.keys(e)) {
-    if (key === 'cause' || key === 'name' || key === 'message' || key === 'stack') continue
+    if (key === 'cause' || key === 'name' || key === 'message' || key === 'stack' || (key === 'errors' && record.errors !== undefined)) continue
     const value = e[key]
     if (serializes(value)) record.props[key] = value
   }
@@ -190,12 +202,27 @@ function standIn (name) {
 }
 
 // The error again, in this thread: of the same built-in class where it was
-// one, else of a stand-in subclass of Error with the original class's name.
+// one (an AggregateError with its errors, a DOMException with its name and
+// code, where this thread has the class), else of a stand-in subclass of
+// Error with the original class's name.
 function fromRecord (record) {
   if (!record.error) return record.value
-  const builtin = Object.prototype.hasOwnProperty.call(BUILTIN, record.className)
-  const Ctor = builtin ? BUILTIN[record.className] : standIn(record.className)
-  const e = Ctor === BUILTIN.AggregateError ? new Ctor([], record.message) : new Ctor(record.message)
+  const errors = record.errors === undefined ? undefined : record.errors.map(fromRecord)
+  let e
+  if (record.className === 'DOMException' && typeof DOMException === 'function') { // eslint-disable-line no-undef
+    e = new DOMException(record.message, record.name) // eslint-disable-line no-undef
+  } else if (hasOwn(BUILTIN, record.className)) {
+    const Ctor = BUILTIN[record.className]
+    e = Ctor === BUILTIN.AggregateError ? new Ctor(errors || [], record.message) : new Ctor(record.message)
+  } else {
+    e = new (standIn(record.className))(record.message)
+    if (record.domCode !== undefined) {
+      Object.defineProperty(e, 'code', { value: record.domCode, writable: true, configurable: true, enumerable: true })
+    }
+  }
+  if (errors !== undefined && !(BUILTIN.AggregateError !== undefined && e instanceof BUILTIN.AggregateError)) {
+    Object.defineProperty(e, 'errors', { value: errors, writable: true, configurable: true })
+  }
   if (e.name !== record.name) {
     Object.defineProperty(e, 'name', { value: record.name, writable: true, configurable: true })
   }
