@@ -297,6 +297,16 @@ export interface Snapshot {
   pending: Array<WebLockInfo>
 }
 
+/** The count of `threadEndsBuffer`, by a call. */
+export declare function threadEnds(): number
+
+/**
+ * `ENDS` as an `ArrayBuffer` over its memory (read with `Atomics.load`),
+ * or `null` where the runtime allows no external buffers (`threadEnds()`
+ * then). Process memory that is never freed: no finalizer.
+ */
+export declare function threadEndsBuffer(): unknown
+
 /**
  * Takes the pending request `id` of `name` out of its queue: false if it
  * is not pending any more (its grant is being delivered).

@@ -324,6 +324,43 @@ function enqueueAsync (ta, index, value, timeout, keepAlive) {
   return { token: [lastSeq, lastSlot], promise }
 }
 
+// Watching waits (src/raw.rs, `waitWatching`): a wait on ta[index] that is
+// also woken by any thread's end, and does not sleep if a thread ended
+// after threadEnds() returned `ends`. A caller reads threadEnds(), checks
+// the threads it depends on (isThreadAlive), then waits with that count.
+const endsView = (() => {
+  const buffer = binding.threadEndsBuffer()
+  if (buffer === null) return null
+  const view = new Uint32Array(buffer)
+  try {
+    Atomics.load(view, 0)
+    return view
+  } catch {
+    return null
+  }
+})()
+const threadEnds = endsView === null ? binding.threadEnds : () => Atomics.load(endsView, 0)
+
+// Blocking: 'ok' | 'not-equal' | 'timed-out' (ta, index, value and timeout
+// already checked by the caller, as for a plain wait).
+function waitWatching (ta, index, value, ends, timeout) {
+  return RESULTS[binding.waitWatching(ta, index, value, ends, timeout)]
+}
+
+// Async: 'not-equal', or { token, promise } as enqueueAsync answers.
+function enqueueWatchingAsync (ta, index, value, ends, timeout, keepAlive) {
+  const slot = claimSlot()
+  let seq
+  try {
+    seq = binding.waitWatchingAsync(ta, index, value, ends, timeout, keepAlive, copyBase + slot)
+  } catch (e) {
+    throw unclaim(slot, e)
+  }
+  const promise = register(ta, seq, slot)
+  if (promise === null) return 'not-equal'
+  return { token: [seq, slot], promise }
+}
+
 // The slot (within this copy) for the next waiter of this copy; the addon
 // knows it as copyBase + slot.
 function claimSlot () {
@@ -588,6 +625,9 @@ module.exports = {
     toIndex,
     toCount,
     enqueueAsync,
+    threadEnds,
+    waitWatching,
+    enqueueWatchingAsync,
     lockAsync,
     semaphoreAsync,
     conditionAsync,

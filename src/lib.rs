@@ -242,10 +242,34 @@ pub(crate) fn is_dead(id: u32) -> bool {
 unsafe extern "C" fn thread_ended(arg: *mut c_void) {
     let id = arg as usize as u32;
     record_death(id);
+    // Counted after the death is recorded and before the watching waiters
+    // are woken (`TABLE.thread_ended`): see `ENDS`.
+    ENDS[0].fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     rwlock::RWLOCK.forget_readers(id + 1);
     TABLE.thread_ended(id + 1);
     rwlock::RWLOCK.recover(&TABLE, id + 1);
     web_locks::MANAGER.thread_ended(id);
+}
+
+/// How many threads' ends this process has recorded (wrapping). A watching
+/// waiter (`waitWatching`) reads it, then looks at the threads it watches
+/// (`isThreadAlive`), then sleeps only if the count is still the same,
+/// compared under the queue's lock: an end recorded after its look either
+/// changes the count first or finds it queued and wakes it.
+pub(crate) static ENDS: [std::sync::atomic::AtomicU32; 1] = [std::sync::atomic::AtomicU32::new(0)];
+
+/// `ENDS` as an `ArrayBuffer` over its memory (read with `Atomics.load`),
+/// or `null` where the runtime allows no external buffers (`threadEnds()`
+/// then). Process memory that is never freed: no finalizer.
+#[napi(js_name = "threadEndsBuffer")]
+pub fn thread_ends_buffer(env: &Env) -> Result<Unknown<'_>> {
+    static_atomics_buffer(env, &ENDS)
+}
+
+/// The count of `threadEndsBuffer`, by a call.
+#[napi(js_name = "threadEnds")]
+pub fn thread_ends() -> u32 {
+    ENDS[0].load(std::sync::atomic::Ordering::SeqCst)
 }
 
 thread_local! {

@@ -28,10 +28,12 @@ type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> 
 /// Registers the raw callbacks on the module's exports.
 #[napi(module_exports)]
 pub fn register(exports: Object, env: Env) -> Result<()> {
-    let entries: [(&CStr, Callback); 5] = [
+    let entries: [(&CStr, Callback); 7] = [
         (c"wait", raw_wait),
         (c"notify", raw_notify),
         (c"waitAsync", raw_wait_async),
+        (c"waitWatching", raw_wait_watching),
+        (c"waitWatchingAsync", raw_wait_watching_async),
         (c"compareExchangeNotify", raw_compare_exchange_notify),
         (c"countToZero", raw_count_to_zero),
     ];
@@ -150,6 +152,76 @@ unsafe extern "C" fn raw_wait(env: sys::napi_env, info: sys::napi_callback_info)
                 WaitResult::TimedOut | WaitResult::Interrupted | WaitResult::Deadlock => TIMED_OUT,
             },
         )
+    }
+}
+
+/// The count of ended threads (`ENDS`) is still `ends`.
+fn ends_are(ends: f64) -> bool {
+    crate::ENDS[0].load(std::sync::atomic::Ordering::SeqCst) as f64 == ends
+}
+
+/// A watching waiter's park: the `Watch` protocol, which every thread's end wakes.
+fn watch() -> futex_core::Park {
+    futex_core::Park { protocol: &futex_core::wake::WATCH, token: 0, since: std::time::Instant::now() }
+}
+
+/// `waitWatching(ta, index, value, ends, timeout)`: `wait`, except that it
+/// also returns 'not-equal' if the count of ended threads is no longer
+/// `ends` (compared with the value, under the queue's lock), and is woken
+/// 'ok' by any thread's end. For a waiter that sleeps while the threads it
+/// watches live (it checked them after reading `ends`).
+unsafe extern "C" fn raw_wait_watching(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: handles of this call; the array argument keeps its buffer alive
+    // for the whole (blocking) call, which is as long as `cell` is used.
+    unsafe {
+        let [ta, index, value, ends, timeout] = args::<5>(env, info);
+        let resolved = Cell::resolve(env, ta, number(env, index)).and_then(|c| Ok((c, c.expected(env, value)?)));
+        let (cell, expected) = match resolved {
+            Ok(x) => x,
+            Err(e) => return throw(env, e),
+        };
+        let ends = number(env, ends);
+        let validate = |_| cell.holds(expected) && ends_are(ends);
+        let at = deadline(number(env, timeout));
+        let result = TABLE.park(cell.key(), validate, watch(), || at, SLICE, || !js_alive(env));
+        from_u32(
+            env,
+            match result {
+                WaitResult::Ok | WaitResult::Unparked(_) => OK,
+                WaitResult::NotEqual => NOT_EQUAL,
+                WaitResult::TimedOut | WaitResult::Interrupted | WaitResult::Deadlock => TIMED_OUT,
+            },
+        )
+    }
+}
+
+/// `waitWatchingAsync(ta, index, value, ends, timeout, keepAlive, slot)`:
+/// `waitAsync` as `waitWatching` is `wait`. Its outcome is 'ok' or
+/// 'timed-out'; 0 if it did not queue.
+unsafe extern "C" fn raw_wait_watching_async(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: handles of this call; memory is only read during this call.
+    unsafe {
+        let [ta, index, value, ends, timeout, keep_alive, slot] = args::<7>(env, info);
+        let slot = number(env, slot) as u32;
+        let owner = match this_resolver(slot) {
+            Ok(o) => o,
+            Err(e) => return throw(env, e),
+        };
+        let resolved = Cell::resolve(env, ta, number(env, index)).and_then(|c| Ok((c, c.expected(env, value)?)));
+        let (cell, expected) = match resolved {
+            Ok(x) => x,
+            Err(e) => return throw(env, e),
+        };
+        let ends = number(env, ends);
+        let mut keep = false;
+        sys::napi_get_value_bool(env, keep_alive, &mut keep);
+        let at = deadline(number(env, timeout));
+        let token = Token::new(slot, keep, at.is_some());
+        let validate = |_| (cell.holds(expected) && ends_are(ends)).then_some(token.0);
+        let Some(ticket) = TABLE.park_async(cell.key(), validate, watch(), owner.clone()) else {
+            return from_f64(env, 0.0);
+        };
+        from_f64(env, queued(&owner, ticket, at))
     }
 }
 

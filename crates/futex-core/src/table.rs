@@ -114,6 +114,14 @@ pub trait Protocol: Sync {
         None
     }
 
+    /// Whether every waiter of this protocol is woken (with
+    /// [`TOKEN_NORMAL`]) by [`WaitTable::thread_ended`], wherever it is
+    /// queued: for waiters that sleep while some set of threads is alive
+    /// and check that set again when woken. False by default.
+    fn wakes_at_thread_end(&self) -> bool {
+        false
+    }
+
     /// Under `key`'s bucket lock, before a *blocking* waiter with park token
     /// `me` is validated: whether it would wait for ever because of the
     /// queued *async* waiter of this protocol with park token `queued`. An
@@ -1014,6 +1022,20 @@ impl WaitTable {
             {
                 let mut queues = bucket.queues.lock();
                 for q in queues.iter_mut() {
+                    // Waiters of protocols that wake at every thread's end.
+                    let watchers: Vec<u64> = q
+                        .waiters
+                        .iter()
+                        .filter(|(_, w)| w.is_live() && w.park().is_some_and(|p| p.protocol.wakes_at_thread_end()))
+                        .map(|(seq, _)| seq)
+                        .collect();
+                    for seq in watchers {
+                        let waiter = q.waiters.remove(seq).expect("found under the same lock");
+                        if matches!(waiter, Waiter::Async(..)) {
+                            self.queued_async.fetch_sub(1, Ordering::Relaxed);
+                        }
+                        woken.push((q.key, wake(waiter, TOKEN_NORMAL)));
+                    }
                     let Some((seq, head)) = q.waiters.iter().find(|(_, w)| w.is_live()) else { continue };
                     let Some(park) = head.park().copied() else { continue };
                     let have_more = q.waiters.len() > 1;

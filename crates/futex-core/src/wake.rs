@@ -18,7 +18,7 @@
 //! see the table's docs); one that compares after it sees the new value.
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering::SeqCst};
-use crate::table::{Key, WaitTable};
+use crate::table::{Key, ParkToken, Protocol, UnparkToken, WaitTable};
 
 /// Compare-exchange of the 32-bit word at `key`, `expected → new`; if it
 /// took, wakes up to `count` waiters of `key`. Returns the value found
@@ -74,5 +74,32 @@ pub unsafe fn count_to_zero(table: &WaitTable, count_key: Key, epoch_key: Key, e
             old
         }
         Err(old) => old,
+    }
+}
+
+/// The protocol of a *watching* waiter: one that sleeps while a word holds
+/// a value and no thread has ended since it looked at some set of threads
+/// (a channel's other side). Such a waiter is woken by any change of the
+/// word, like a plain waiter, and also by [`WaitTable::thread_ended`], after
+/// which it looks at its threads again. The caller's `validate` compares
+/// the word and a count of ended threads read before the look, under the
+/// bucket lock: an end recorded after the look either fails that comparison
+/// or finds the waiter queued and wakes it.
+pub struct Watch;
+
+/// The one [`Watch`] protocol every watching waiter parks with.
+pub static WATCH: Watch = Watch;
+
+impl Protocol for Watch {
+    fn left(&self, _key: Key, _token: ParkToken, _was_last: bool) {}
+
+    /// A wake-up that a stopping thread cannot use goes to the next waiter,
+    /// as a plain waiter's does.
+    fn lost(&self, table: &WaitTable, key: Key, _token: UnparkToken) {
+        table.notify(key, 1);
+    }
+
+    fn wakes_at_thread_end(&self) -> bool {
+        true
     }
 }

@@ -118,3 +118,30 @@ fn semaphore_a_retry_taken_by_a_thread_that_ends_goes_to_the_next_acquirer() {
     assert_eq!(b.join().unwrap(), Taken::Acquired);
     assert_eq!(w.load(SeqCst), 0);
 }
+
+/// A watching waiter (`wake::WATCH`) sleeps while its word holds a value;
+/// any thread's end wakes it, blocking or async, and leaves plain waiters of
+/// the same word asleep.
+#[test]
+fn a_thread_end_wakes_every_watching_waiter() {
+    use futex_core::wake::WATCH;
+    use futex_core::{Park, WaitResult};
+    let table: &'static WaitTable = Box::leak(Box::new(WaitTable::default()));
+    let w = word(7);
+    let k = key(w);
+    let watch = || Park { protocol: &WATCH, token: 0, since: Instant::now() };
+    let blocked = thread::spawn(move || {
+        table.park(k, |_| w.load(SeqCst) == 7, watch(), || Some(Instant::now() + HANG), SLICE, || false)
+    });
+    let silent = Arc::new(Silent::default());
+    let owner: Arc<dyn Owner> = silent.clone();
+    let ticket = table.park_async(k, |_| Some(5), watch(), owner.clone());
+    assert!(ticket.is_some(), "the async watcher is queued");
+    let plain = table.wait_async(k, || true, owner, 6);
+    assert!(plain.is_some(), "the plain waiter is queued");
+    wait_until("both watchers and the plain waiter are queued", || table.len(k) == 3);
+    table.thread_ended(99);
+    assert_eq!(blocked.join().unwrap(), WaitResult::Unparked(0));
+    assert_eq!(*silent.0.lock().unwrap(), vec![AsyncOutcome::Unparked(0, &WATCH)]);
+    assert_eq!(table.len(k), 1, "the plain waiter stays queued");
+}
