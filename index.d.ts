@@ -190,6 +190,13 @@ export class SyncWorkerError extends Error {
   readonly name: 'SyncWorkerError'
   readonly code: 'ERR_SYNC_WORKER'
   readonly cause?: unknown
+  /**
+   * Why: 'start' (failed to start, the Worker could not be constructed too),
+   * 'uncaught' (threw outside a call), 'exit' (exited or ended), 'closed' (a
+   * call after `close()`), 'preload' (a synchronous call refused in a preload
+   * of a createSyncFn worker, before its module loaded).
+   */
+  readonly reason: 'start' | 'uncaught' | 'exit' | 'closed' | 'preload'
 }
 
 /**
@@ -914,8 +921,24 @@ export interface SyncFnOptions {
  * @throws {SyncCallTimeoutError} the answer did not come within `timeout`
  * @throws {SyncWorkerError} the worker failed to start, threw outside a call, or ended
  */
-export function createSyncFn<F extends (...args: any[]) => any> (workerPath: string | FileURL, options?: SyncFnOptions):
-  (...args: Parameters<F>) => Awaited<ReturnType<F>>
+export function createSyncFn<F extends (...args: any[]) => any> (workerPath: string | FileURL, options?: SyncFnOptions): SyncFn<F>
+
+/**
+ * The function createSyncFn returns. Its workers end when it is closed, or
+ * when it is garbage-collected (where FinalizationRegistry exists: Node
+ * 14.6+); until then they stay (unref'd: they do not keep the process
+ * alive). `[Symbol.asyncDispose]` (where the symbol exists) is `close`, and
+ * `[Symbol.dispose]` starts it.
+ */
+export interface SyncFn<F extends (...args: any[]) => any> {
+  (...args: Parameters<F>): Awaited<ReturnType<F>>
+  /**
+   * Terminates the workers; resolves once all have exited. Every later call
+   * throws SyncWorkerError with `reason` 'closed'. Calling it again returns
+   * the same promise.
+   */
+  close(): Promise<void>
+}
 
 /** In a worker started by createSyncFn: answer its calls with `fn` (which may be async), one at a time. */
 export function serveSync<F extends (...args: any[]) => any> (fn: F): void

@@ -39,4 +39,24 @@ describe('createSyncFn in a process', () => {
     // (docs/channel.md): there the thread is only seen to end.
     assert.match(e.message, NODE_MAJOR > 12 ? /failed to start: .*refused in a preload of a createSyncFn worker/ : /exited: the worker thread ended/)
   })
+
+  test('close() ends the workers and resolves once they have exited; a call after it throws SyncWorkerError (reason closed); functions no longer referenced free their workers when collected', T, async () => {
+    const r = (await run(['--expose-gc', path.join(SYNC, 'gc-app.js')])).result
+    assert.deepStrictEqual(r.closed, {
+      isPromise: true,
+      same: true,
+      value: 'undefined',
+      workers: 2,
+      exitedBeforeResolve: 2,
+      after: r.closed.after,
+      asyncDispose: true,
+      unstarted: true
+    })
+    assert.deepStrictEqual([r.closed.after.ctor, r.closed.after.code, r.closed.after.reason], ['SyncWorkerError', 'ERR_SYNC_WORKER', 'closed'])
+    if (typeof FinalizationRegistry === 'function') { // eslint-disable-line no-undef
+      // 6 functions, 9 workers: each has exited (the fixture waits for every
+      // 'exit'); a function still referenced still serves.
+      assert.deepStrictEqual(r.collected, { workers: 9, exited: 9, keptStillServes: 42 })
+    }
+  })
 })

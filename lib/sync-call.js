@@ -40,6 +40,21 @@ const REASONS = {
   exit: 'exited'
 }
 
+// A SyncWorkerError with its `reason`: a key of REASONS, 'closed' or
+// 'preload'.
+function workerError (reason, message, cause) {
+  const e = new SyncWorkerError(message, cause === undefined ? undefined : { cause })
+  e.reason = reason
+  return e
+}
+
+// The workers of a function that was garbage-collected without close():
+// terminated. The registry holds the pool (an array of Workers), never the
+// function.
+const freed = typeof FinalizationRegistry === 'function' // eslint-disable-line no-undef
+  ? new FinalizationRegistry((pool) => { for (const w of pool) w.terminate().catch(() => {}) }) // eslint-disable-line no-undef
+  : null
+
 // --- the wire -------------------------------------------------------------------
 // A message of the sync call, in one Buffer:
 //
@@ -355,9 +370,23 @@ function createSyncFn (workerPath, options) {
   let gone = null // { reason, cause } once a worker failed or ended
   let lastId = 0
 
-  const fail = () => new SyncWorkerError(
-    `createSyncFn(${file}): the worker ${REASONS[gone.reason]}${gone.cause instanceof Error ? `: ${gone.cause.message}` : ''}`,
-    gone.cause === undefined ? undefined : { cause: gone.cause })
+  const fail = () => gone.reason === 'closed'
+    ? workerError('closed', `createSyncFn(${file}): the function was closed (close()): it makes no more calls`)
+    : workerError(gone.reason, `createSyncFn(${file}): the worker ${REASONS[gone.reason]}${gone.cause instanceof Error ? `: ${gone.cause.message}` : ''}`,
+    gone.cause)
+
+  // Ends the pool: later calls throw SyncWorkerError (reason 'closed');
+  // resolves once every worker has exited. Idempotent.
+  let closing = null
+  function close () {
+    if (closing === null) {
+      gone = { reason: 'closed', cause: undefined }
+      if (freed !== null) freed.unregister(unregisterToken)
+      closing = Promise.all(workers.map((w) => w.terminate())).then(() => undefined)
+    }
+    return closing
+  }
+  const unregisterToken = {}
 
   // A Worker that cannot be constructed (execArgv or env that Node
   // refuses, resourceLimits out of range, …) fails the function for good:
@@ -421,13 +450,15 @@ function createSyncFn (workerPath, options) {
     return new SyncCallTimeoutError(`createSyncFn(${file}): call ${id} did not return within ${opts.timeout} ms (its late answer will be dropped)`)
   }
 
-  return function syncFn (...args) {
+  // No closure here refers to `fn`: the workers' listeners (held as long
+  // as a worker runs) must not keep it alive.
+  const fn = function syncFn (...args) {
     checkCanBlock('createSyncFn')
     if (gone !== null) throw fail()
     // A preload that calls at load would run again in the worker this call
     // starts, which would start another, without end.
     if (!started && inPreloadOfSyncWorker()) {
-      throw new SyncWorkerError(`createSyncFn(${file}): refused in a preload of a createSyncFn worker (its module not loaded yet): the preload would run again in the worker this call starts, and so on without end`)
+      throw workerError('preload', `createSyncFn(${file}): refused in a preload of a createSyncFn worker (its module not loaded yet): the preload would run again in the worker this call starts, and so on without end`)
     }
     if (!started) start()
     const id = ++lastId
@@ -465,6 +496,11 @@ function createSyncFn (workerPath, options) {
       throw fromRecord(msg.payload)
     }
   }
+  fn.close = close
+  if (typeof Symbol.asyncDispose === 'symbol') fn[Symbol.asyncDispose] = close
+  if (typeof Symbol.dispose === 'symbol') fn[Symbol.dispose] = () => { close() }
+  if (freed !== null) freed.register(fn, workers, unregisterToken)
+  return fn
 }
 
 // --- the worker ------------------------------------------------------------------
