@@ -59,4 +59,27 @@ describe('createSyncFn in a process', () => {
       assert.deepStrictEqual(r.collected, { workers: 9, exited: 9, keptStillServes: 42 })
     }
   })
+
+  test('the worker\'s output during a call reaches the caller\'s stdout and stderr before the call returns, in order, even when the caller exits at once', T, async () => {
+    const r = await run([path.join(SYNC, 'output-app.js'), 'exit'])
+    const lines = (text) => text.split('\n').filter((l) => l !== '')
+    assert.deepStrictEqual(lines(r.stdout), [
+      'caller before',
+      'worker loading', // while it loaded, before the first answer
+      ...Array.from({ length: 7 }, (_, k) => `worker line ${k + 1}`),
+      'worker bytes',
+      'worker before throw', // with a thrown error too
+      'caller caught',
+      'caller after'
+    ], transcript(r))
+    assert.deepStrictEqual(lines(r.stderr), ['caller error before', 'worker error line', 'caller error after'], transcript(r))
+  })
+
+  const HAS_BROADCAST = typeof require('worker_threads').BroadcastChannel === 'function'
+  test('the worker\'s output outside a call still reaches the caller\'s output', Object.assign({ skip: !HAS_BROADCAST && 'no BroadcastChannel (the fixture learns of the write by one)' }, T), async () => {
+    const r = await run([path.join(SYNC, 'output-app.js'), 'outside'])
+    const lines = r.stdout.split('\n')
+    assert.ok(lines.indexOf('worker outside a call') > lines.indexOf('caller after'), transcript(r))
+    assert.ok(lines.includes('caller closed'), transcript(r))
+  })
 })

@@ -62,7 +62,11 @@ const freed = typeof FinalizationRegistry === 'function' // eslint-disable-line 
 //   8   uint8 kind: CALL, RETURN, THROW, REPORT
 //   9   uint8 form: LIST or V8
 //   10  uint8 REPORT's reason (an index into REASON_CODES)
-//   12  the payload: a CALL's arguments (an array), a RETURN's value, a
+//   11  uint8 flags: OUTPUT
+//   12  where OUTPUT is set (a RETURN, THROW or REPORT): the worker's output
+//       of the call, uint32 bytes of what follows, then each write as uint8
+//       fd (1 or 2), uint32 length, the bytes
+//   …   the payload: a CALL's arguments (an array), a RETURN's value, a
 //       THROW's or a REPORT's error record
 //       V8    v8.serialize of the payload
 //       LIST  a CALL's arguments or a RETURN's value when each is undefined,
@@ -124,8 +128,31 @@ const encodeReturn = (id, value) => encodeValues(id, RETURN, [value])
 const encodeThrow = (id, record) => encodeV8(id, THROW, record, 0)
 const encodeReport = (reason, record) => encodeV8(0, REPORT, record, REASON_CODES.indexOf(reason))
 
-// A message as { id, kind, payload, reason }: the payload of a CALL is its
-// arguments, of a RETURN its value, of a THROW or REPORT the error record.
+// `msg` (an encoded answer) with the worker's output of the call: `out`,
+// a list of fd, Buffer, fd, Buffer, ….
+const OUTPUT = 1
+function withOutput (msg, out) {
+  if (out === null || out.length === 0) return msg
+  let size = 4
+  for (let k = 1; k < out.length; k += 2) size += 5 + out[k].length
+  const buf = Buffer.allocUnsafe(msg.length + size)
+  msg.copy(buf, 0, 0, HEADER)
+  buf[11] |= OUTPUT
+  buf.writeUInt32LE(size - 4, HEADER)
+  let at = HEADER + 4
+  for (let k = 0; k < out.length; k += 2) {
+    buf[at] = out[k]
+    buf.writeUInt32LE(out[k + 1].length, at + 1)
+    out[k + 1].copy(buf, at + 5)
+    at += 5 + out[k + 1].length
+  }
+  msg.copy(buf, at, HEADER)
+  return buf
+}
+
+// A message as { id, kind, payload, reason, output }: the payload of a CALL
+// is its arguments, of a RETURN its value, of a THROW or REPORT the error
+// record; output (null or fd, Buffer, …) what the worker wrote.
 function decode (bytes) {
   // Copied into a Buffer (from Buffer's pool), not viewed: a message of up
   // to 64 bytes comes in an array kept in V8's heap, whose `.buffer` would
@@ -134,16 +161,39 @@ function decode (bytes) {
   buf.set(bytes)
   const id = buf.readDoubleLE(0)
   const kind = buf[8]
+  let body = HEADER
+  let output = null
+  if ((buf[11] & OUTPUT) !== 0) {
+    const end = HEADER + 4 + buf.readUInt32LE(HEADER)
+    output = []
+    for (let at = HEADER + 4; at < end;) {
+      const n = buf.readUInt32LE(at + 1)
+      output.push(buf[at], buf.subarray(at + 5, at + 5 + n))
+      at += 5 + n
+    }
+    body = end
+  }
   let payload
   if (buf[9] === V8) {
-    payload = v8.deserialize(buf.subarray(HEADER))
+    payload = v8.deserialize(buf.subarray(body))
   } else {
-    const values = new Array(buf.readUInt32LE(HEADER))
-    let at = HEADER + 4
+    const values = new Array(buf.readUInt32LE(body))
+    let at = body + 4
     for (let k = 0; k < values.length; k++) at = readItem(buf, at, values, k)
     payload = kind === CALL ? values : values[0]
   }
-  return { id, kind, payload, reason: REASON_CODES[buf[10]] }
+  return { id, kind, payload, reason: REASON_CODES[buf[10]], output }
+}
+
+// The worker's output of a call, written here (before the call returns):
+// through this thread's process.stdout / process.stderr, which in a main
+// thread write to a file, pipe or terminal at once (POSIX), and in a
+// worker that is itself serving a call are that worker's output of it.
+function replay (output) {
+  if (output === null) return
+  for (let k = 0; k < output.length; k += 2) {
+    (output[k] === 2 ? process.stderr : process.stdout).write(output[k + 1])
+  }
 }
 
 // --- errors across threads -----------------------------------------------------
@@ -437,6 +487,7 @@ function createSyncFn (workerPath, options) {
       const bytes = answers.tryRecv()
       if (bytes === Channel.EMPTY) break
       const msg = decode(bytes)
+      replay(msg.output)
       if (msg.kind === REPORT) {
         reported(msg)
         break
@@ -490,6 +541,7 @@ function createSyncFn (workerPath, options) {
         if (timeLeft(deadline) <= 0) throw timedOut(id)
         continue
       }
+      replay(msg.output) // a late answer's too: it was written
       if (msg.kind === REPORT) throw reported(msg)
       if (msg.id !== id) continue // the late answer of a call that timed out
       if (msg.kind === RETURN) return msg.payload
@@ -521,5 +573,5 @@ function serveSync (fn) {
 module.exports = {
   createSyncFn,
   serveSync,
-  internal: { toRecord, fromRecord, SERVE, MODULE_LOADING, decode, encodeReturn, encodeThrow, encodeReport }
+  internal: { toRecord, fromRecord, SERVE, MODULE_LOADING, decode, encodeReturn, encodeThrow, encodeReport, withOutput }
 }

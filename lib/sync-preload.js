@@ -17,30 +17,61 @@ const { Channel, internal: { spinRecv } } = require('./channel')
 const { ChannelClosedError } = require('./errors')
 const { internal } = require('./sync-call')
 
-const { toRecord, SERVE, decode, encodeReturn, encodeThrow, encodeReport } = internal
+const { toRecord, SERVE, decode, encodeReturn, encodeThrow, encodeReport, withOutput } = internal
 let requests = null
 let answers = null
 let serving = false
 let reported = false
 
+// The worker's output during a call (and while it loads, until its first
+// answer): process.stdout / process.stderr writes kept here as fd, Buffer,
+// …, and sent with the answer, which the caller writes before the call
+// returns. Outside a call (null) they go as Node sends a worker's output:
+// asynchronously, through the parent's event loop.
+let captured = null
+function capture (stream, fd) {
+  const write = stream.write
+  stream.write = function (chunk, encoding, callback) {
+    const isText = typeof chunk === 'string'
+    if (captured === null || !(isText || chunk instanceof Uint8Array)) return write.apply(this, arguments)
+    if (typeof encoding === 'function') {
+      callback = encoding
+      encoding = undefined
+    }
+    captured.push(fd, isText ? Buffer.from(chunk, typeof encoding === 'string' && Buffer.isEncoding(encoding) ? encoding : 'utf8') : Buffer.from(chunk))
+    if (typeof callback === 'function') process.nextTick(callback)
+    return true
+  }
+}
+
+// What the worker wrote since the last answer; none is captured until the
+// next call.
+function takeOutput () {
+  const out = captured
+  captured = null
+  return out
+}
+
 function report (reason, e) {
   if (reported) return
   reported = true
   try {
-    answers.send(encodeReport(reason, toRecord(e)), { timeout: 1000 })
+    answers.send(withOutput(encodeReport(reason, toRecord(e)), takeOutput()), { timeout: 1000 })
   } catch {
     // The caller finds the thread ended all the same.
   }
 }
 
-// Answers call `id` with what its handler returned (ok) or threw.
+// Answers call `id` with what its handler returned (ok) or threw, and the
+// output of the call.
 function answer (id, ok, value) {
+  const out = takeOutput()
   try {
-    answers.send(ok ? encodeReturn(id, value) : encodeThrow(id, toRecord(value)))
+    answers.send(withOutput(ok ? encodeReturn(id, value) : encodeThrow(id, toRecord(value)), out))
   } catch (e) {
     if (e instanceof ChannelClosedError) return
     // The value does not serialize, or does not fit: the call fails with that.
-    answers.send(encodeThrow(id, toRecord(e)))
+    answers.send(withOutput(encodeThrow(id, toRecord(e)), out))
   }
 }
 
@@ -90,6 +121,7 @@ async function serve (fn) {
       throw e
     }
     const call = decode(request)
+    if (captured === null) captured = []
     let ok = true
     let value
     try {
@@ -108,6 +140,9 @@ function setUp () {
   requests = new Channel(data.requests)
   answers = new Channel(data.answers)
   bell = data.bell === undefined ? null : new Int32Array(data.bell)
+  captured = []
+  capture(process.stdout, 1)
+  capture(process.stderr, 2)
 
   globalThis[SERVE] = (fn) => {
     if (serving) throw new Error('serveSync: called twice in one worker')
