@@ -891,7 +891,11 @@ export interface FileURL {
 export interface SyncFnOptions {
   /** Each call throws SyncCallTimeoutError after this many ms (default: no limit). */
   timeout?: number
-  /** Bytes of each of the two rings (requests and answers; default 1 MiB): arguments and results must fit. */
+  /**
+   * Bytes of each of the two rings (requests and answers; default 1 MiB). Arguments and results
+   * of any size cross: those larger than a quarter of the ring (at most 256 KiB) go over a
+   * MessagePort of the worker instead.
+   */
   bytes?: number
   /**
    * Options of the Worker (execArgv, env, resourceLimits, …), except workerData and eval.

@@ -156,6 +156,30 @@ describe('createSyncFn / serveSync', () => {
     assert.deepStrictEqual([r.zero, r.many, r.fraction, r.text], ['RangeError', 'RangeError', 'RangeError', 'TypeError'])
   })
 
+  test('arguments, results and errors of 4 MiB, larger than the rings, cross whole (one worker, a pool, a ring of 4 KiB)', T, async () => {
+    const r = await run('large')
+    assert.deepStrictEqual(r, {
+      one: true,
+      two: true,
+      bytes: true,
+      made: true,
+      argLength: 4 << 20,
+      thrown: ['RangeError', 4 << 20],
+      small: 3,
+      tiny: [true, 4],
+      pooled: Array(9).fill(true)
+    })
+  })
+
+  test('a large answer that comes after its call timed out is dropped, and so is a large call that timed out before a worker took it', T, async () => {
+    assert.deepStrictEqual(await run('large-timeout'), {
+      lateAnswer: 'ERR_SYNC_CALL_TIMEOUT',
+      lateCall: 'ERR_SYNC_CALL_TIMEOUT',
+      after: 'mine',
+      afterBig: true
+    })
+  })
+
   test('a worker calls another worker synchronously', T, async () => {
     assert.strictEqual(await run('nested'), 42)
   })

@@ -17,12 +17,12 @@
 // loading the module, or throws outside a call, reports why first.
 const path = require('path')
 const v8 = require('v8')
-const { Worker, isMainThread } = require('worker_threads')
+const { Worker, isMainThread, MessageChannel, receiveMessageOnPort } = require('worker_threads')
 const { fileURLToPath } = require('url')
 const { Channel, internal: { adaptBlockingSpin } } = require('./channel')
 const { checkCanBlock } = require('./host')
 const { isThreadAlive } = require('./futex').internal
-const { SyncCallTimeoutError, SyncWorkerError, ChannelTimeoutError } = require('./errors')
+const { SyncCallTimeoutError, SyncWorkerError, ChannelTimeoutError, ChannelClosedError } = require('./errors')
 const { show, timeoutOf, deadlineOf, timeLeft } = require('./options')
 const { itemBytes, writeItem, readItem } = require('./wire')
 
@@ -62,7 +62,7 @@ const freed = typeof FinalizationRegistry === 'function' // eslint-disable-line 
 //   8   uint8 kind: CALL, RETURN, THROW, REPORT
 //   9   uint8 form: LIST or V8
 //   10  uint8 REPORT's reason (an index into REASON_CODES)
-//   11  uint8 flags: OUTPUT
+//   11  uint8 flags: OUTPUT, LARGE
 //   12  where OUTPUT is set (a RETURN, THROW or REPORT): the worker's output
 //       of the call, uint32 bytes of what follows, then each write as uint8
 //       fd (1 or 2), uint32 length, the bytes
@@ -72,6 +72,21 @@ const freed = typeof FinalizationRegistry === 'function' // eslint-disable-line 
 //       LIST  a CALL's arguments or a RETURN's value when each is undefined,
 //             null, a boolean, a number or a string: uint32 count, then
 //             each as an item of lib/wire.js
+//
+// A LARGE message (more than largeBytes(): a quarter of the ring, at most
+// 256 KiB) does not cross the ring: there only a notice goes, its header
+// alone (LARGE set; byte 10 the index of the worker in the pool, for one
+// of a worker), and the whole message crosses the MessagePort of that
+// worker (one pair per worker, created with it). An answer's sender posts
+// the message on its port and then sends the notice, so the caller, woken
+// by the notice, finds the message there with receiveMessageOnPort. A
+// CALL's receiver is not known when it is sent (any worker of the pool
+// takes it): the worker that takes the notice asks for the message with a
+// PULL (on the answer channel), and the caller, which waits for its answer
+// anyway, posts it to that worker's port; a PULL for a call that is no
+// longer waiting (it timed out) gets a `gone` instead, and the worker
+// drops that call. So arguments and results of any size cross, and small
+// ones keep the ring.
 //
 // v8.serialize and v8.deserialize cost microseconds each for the smallest
 // value (a serializer object per call), several times a small call's whole
@@ -84,10 +99,40 @@ const CALL = 1
 const RETURN = 2
 const THROW = 3
 const REPORT = 4
+const PULL = 5
 const LIST = 1
 const V8 = 2
 const HEADER = 12
 const REASON_CODES = ['start', 'uncaught', 'exit']
+const LARGE = 2
+const MAX_LARGE_BYTES = 256 * 1024
+
+// Above how many bytes a message crosses the port, not `channel`'s ring.
+const largeBytes = (channel) => Math.min(MAX_LARGE_BYTES, channel.capacity >> 2)
+
+// The notice of a LARGE message, or a PULL: a header alone.
+const notice = (id, kind, index) => {
+  const buf = header(HEADER, id, kind, 0, index)
+  if (kind !== PULL) buf[11] = LARGE
+  return buf
+}
+
+// Posts `msg` (a Buffer) for message `id` on `port`, its memory moved
+// rather than copied where it is a whole ArrayBuffer of its own.
+function post (port, id, msg) {
+  const whole = msg.byteOffset === 0 && msg.buffer.byteLength === msg.length
+  port.postMessage({ id, msg }, whole ? [msg.buffer] : [])
+}
+
+// The message `id` from `port`, posted before its notice was sent;
+// messages of older ids are dropped.
+function takePosted (port, id) {
+  for (;;) {
+    const got = receiveMessageOnPort(port)
+    if (got === undefined) throw new Error(`createSyncFn: message ${id} is missing from its port`)
+    if (got.message.id === id) return got.message.msg
+  }
+}
 
 function header (size, id, kind, form, reason) {
   const buf = Buffer.allocUnsafe(size)
@@ -157,10 +202,17 @@ function decode (bytes) {
   // Copied into a Buffer (from Buffer's pool), not viewed: a message of up
   // to 64 bytes comes in an array kept in V8's heap, whose `.buffer` would
   // move it out (an allocation of its own, about a microsecond).
-  const buf = Buffer.allocUnsafe(bytes.length)
-  buf.set(bytes)
+  let buf
+  if (bytes.length > 4096) {
+    buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length)
+  } else {
+    buf = Buffer.allocUnsafe(bytes.length)
+    buf.set(bytes)
+  }
   const id = buf.readDoubleLE(0)
   const kind = buf[8]
+  // A notice: the message is on the port of worker `index`.
+  if ((buf[11] & LARGE) !== 0 || kind === PULL) return { id, kind, large: true, index: buf[10] }
   let body = HEADER
   let output = null
   if ((buf[11] & OUTPUT) !== 0) {
@@ -416,6 +468,9 @@ function createSyncFn (workerPath, options) {
   const bell = typeof Atomics.waitAsync === 'function' ? new Int32Array(new SharedArrayBuffer(8)) : null
   let started = false
   const workers = [] // the pool
+  const ports = [] // the caller's end of each worker's port
+  const large = largeBytes(requests)
+  let pending = null // { id, msg }: a LARGE CALL, until a worker pulls it
   const tids = [] // of the pool's workers
   let gone = null // { reason, cause } once a worker failed or ended
   let lastId = 0
@@ -455,8 +510,10 @@ function createSyncFn (workerPath, options) {
   }
 
   function startOne () {
+    const { port1, port2 } = new MessageChannel()
     const options = Object.assign({}, opts.workerOptions, {
-      workerData: { file, requests: requests.handle, answers: answers.handle, bell: bell === null ? undefined : bell.buffer }
+      workerData: { file, requests: requests.handle, answers: answers.handle, bell: bell === null ? undefined : bell.buffer, port: port2, index: workers.length },
+      transferList: (opts.workerOptions.transferList || []).concat([port2])
     })
     // lib/sync-preload.js before any other preload of the worker (those of
     // workerOptions.execArgv), so that a preload that throws or exits is
@@ -464,6 +521,8 @@ function createSyncFn (workerPath, options) {
     // anything of the caller's runs.
     const worker = newWorker(options, opts.workerOptions.execArgv)
     workers.push(worker)
+    port1.unref() // never started: read with receiveMessageOnPort only
+    ports.push(port1)
     tids.push(worker.threadId)
     worker.unref()
     // Between calls the event loop runs: note what happened to the worker.
@@ -479,14 +538,22 @@ function createSyncFn (workerPath, options) {
     return fail()
   }
 
-  // Whether a worker's thread ended; if so, takes the report it may have
-  // left and sets `gone`.
-  function ended () {
-    if (tids.every(isThreadAlive)) return false
+  // Whether a worker's thread ended (or, `surely`, the channel closed
+  // because every worker is gone); if so, takes the report it may have left
+  // and sets `gone`.
+  function ended (surely) {
+    if (!surely && tids.every(isThreadAlive)) return false
     for (;;) {
-      const bytes = answers.tryRecv()
+      let bytes
+      try {
+        bytes = answers.tryRecv()
+      } catch (e) {
+        if (e instanceof ChannelClosedError) break
+        throw e
+      }
       if (bytes === Channel.EMPTY) break
-      const msg = decode(bytes)
+      const msg = receive(bytes)
+      if (msg.kind === PULL) continue
       replay(msg.output)
       if (msg.kind === REPORT) {
         reported(msg)
@@ -495,6 +562,25 @@ function createSyncFn (workerPath, options) {
     }
     if (gone === null) gone = { reason: 'exit', cause: new Error('the worker thread ended (terminated, or exited) during the call') }
     return true
+  }
+
+  // An answer as decode() gives it; a notice's message taken from its port
+  // (a PULL as it is).
+  function receive (bytes) {
+    const msg = decode(bytes)
+    if (!msg.large || msg.kind === PULL) return msg
+    return decode(takePosted(ports[msg.index], msg.id))
+  }
+
+  // A worker asks for the LARGE CALL `msg.id`.
+  function pulled (msg) {
+    const port = ports[msg.index]
+    if (pending !== null && pending.id === msg.id) {
+      post(port, msg.id, pending.msg)
+      pending = null
+    } else {
+      port.postMessage({ id: msg.id, gone: true }) // that call timed out
+    }
   }
 
   function timedOut (id) {
@@ -514,7 +600,12 @@ function createSyncFn (workerPath, options) {
     if (!started) start()
     const id = ++lastId
     const deadline = deadlineOf(opts.timeout)
-    const request = encodeCall(id, args)
+    let request = encodeCall(id, args)
+    pending = null
+    if (request.length > large) {
+      pending = { id, msg: request }
+      request = notice(id, CALL, 0)
+    }
     for (;;) {
       try {
         requests.send(request, { timeout: Math.min(SLICE, Math.max(0, timeLeft(deadline))) })
@@ -526,6 +617,7 @@ function createSyncFn (workerPath, options) {
         }
         break
       } catch (e) {
+        if (e instanceof ChannelClosedError && ended(true)) throw fail() // every worker is gone
         if (!(e instanceof ChannelTimeoutError)) throw e
         if (ended()) throw fail()
         if (timeLeft(deadline) <= 0) throw timedOut(id)
@@ -534,11 +626,16 @@ function createSyncFn (workerPath, options) {
     for (;;) {
       let msg
       try {
-        msg = decode(answers.recv({ timeout: Math.min(SLICE, Math.max(0, timeLeft(deadline))) }))
+        msg = receive(answers.recv({ timeout: Math.min(SLICE, Math.max(0, timeLeft(deadline))) }))
       } catch (e) {
+        if (e instanceof ChannelClosedError && ended(true)) throw fail() // every worker is gone
         if (!(e instanceof ChannelTimeoutError)) throw e
         if (ended()) throw fail()
         if (timeLeft(deadline) <= 0) throw timedOut(id)
+        continue
+      }
+      if (msg.kind === PULL) {
+        pulled(msg)
         continue
       }
       replay(msg.output) // a late answer's too: it was written
@@ -573,5 +670,5 @@ function serveSync (fn) {
 module.exports = {
   createSyncFn,
   serveSync,
-  internal: { toRecord, fromRecord, SERVE, MODULE_LOADING, decode, encodeReturn, encodeThrow, encodeReport, withOutput }
+  internal: { toRecord, fromRecord, SERVE, MODULE_LOADING, decode, encodeReturn, encodeThrow, encodeReport, withOutput, largeBytes, notice, post, CALL, PULL }
 }

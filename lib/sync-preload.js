@@ -17,9 +17,15 @@ const { Channel, internal: { spinRecv } } = require('./channel')
 const { ChannelClosedError } = require('./errors')
 const { internal } = require('./sync-call')
 
-const { toRecord, SERVE, decode, encodeReturn, encodeThrow, encodeReport, withOutput } = internal
+const { toRecord, SERVE, decode, encodeReturn, encodeThrow, encodeReport, withOutput, largeBytes, notice, post, CALL, PULL } = internal
 let requests = null
 let answers = null
+// This worker's MessagePort (the caller has the other end), its index in
+// the pool, and the size above which a message crosses the port
+// (lib/sync-call.js, "the wire").
+let port = null
+let index = 0
+let large = Infinity
 let serving = false
 let reported = false
 
@@ -62,17 +68,45 @@ function report (reason, e) {
   }
 }
 
+// Sends an answer: on the ring, or a LARGE one on the port and its notice
+// on the ring.
+function sendAnswer (id, msg) {
+  if (msg.length <= large) return answers.send(msg)
+  const kind = msg[8]
+  post(port, id, msg)
+  answers.send(notice(id, kind, index))
+}
+
 // Answers call `id` with what its handler returned (ok) or threw, and the
 // output of the call.
 function answer (id, ok, value) {
   const out = takeOutput()
   try {
-    answers.send(withOutput(ok ? encodeReturn(id, value) : encodeThrow(id, toRecord(value)), out))
+    sendAnswer(id, withOutput(ok ? encodeReturn(id, value) : encodeThrow(id, toRecord(value)), out))
   } catch (e) {
     if (e instanceof ChannelClosedError) return
-    // The value does not serialize, or does not fit: the call fails with that.
-    answers.send(withOutput(encodeThrow(id, toRecord(e)), out))
+    // The value does not serialize: the call fails with that.
+    sendAnswer(id, withOutput(encodeThrow(id, toRecord(e)), out))
   }
+}
+
+// The message of a LARGE CALL `id`, which the caller posts on this
+// worker's port once asked (a PULL); { gone: true } if that call no longer
+// waits.
+let pulling = null
+function onPosted (m) {
+  if (pulling === null || m.id !== pulling.id) return // nobody asked: dropped
+  const { resolve } = pulling
+  pulling = null
+  port.unref()
+  resolve(m)
+}
+function pull (id) {
+  return new Promise((resolve) => {
+    pulling = { id, resolve }
+    port.ref() // the wait keeps the worker alive
+    answers.send(notice(id, PULL, index))
+  })
 }
 
 // The doorbell (lib/sync-call.js): BELL_RUNG moves on with each ring,
@@ -120,7 +154,12 @@ async function serve (fn) {
       if (e instanceof ChannelClosedError) return
       throw e
     }
-    const call = decode(request)
+    let call = decode(request)
+    if (call.large && call.kind === CALL) {
+      const posted = await pull(call.id)
+      if (posted.gone) continue // the call timed out: nobody waits for its answer
+      call = decode(posted.msg)
+    }
     if (captured === null) captured = []
     let ok = true
     let value
@@ -140,6 +179,11 @@ function setUp () {
   requests = new Channel(data.requests)
   answers = new Channel(data.answers)
   bell = data.bell === undefined ? null : new Int32Array(data.bell)
+  port = data.port
+  index = data.index
+  large = largeBytes(answers)
+  port.on('message', onPosted)
+  port.unref()
   captured = []
   capture(process.stdout, 1)
   capture(process.stderr, 2)
