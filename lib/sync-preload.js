@@ -62,7 +62,7 @@ function report (reason, e) {
   if (reported) return
   reported = true
   try {
-    answers.send(withOutput(encodeReport(reason, toRecord(e)), takeOutput()), { timeout: 1000 })
+    sendAnswer(0, withOutput(encodeReport(reason, toRecord(e)), takeOutput()), { timeout: 1000 })
   } catch {
     // The caller finds the thread ended all the same.
   }
@@ -70,11 +70,11 @@ function report (reason, e) {
 
 // Sends an answer: on the ring, or a LARGE one on the port and its notice
 // on the ring.
-function sendAnswer (id, msg) {
-  if (msg.length <= large) return answers.send(msg)
+function sendAnswer (id, msg, options) {
+  if (msg.length <= large) return answers.send(msg, options)
   const kind = msg[8]
   post(port, id, msg)
-  answers.send(notice(id, kind, index))
+  answers.send(notice(id, kind, index), options)
 }
 
 // Answers call `id` with what its handler returned (ok) or threw, and the
