@@ -184,6 +184,10 @@ describe('createSyncFn / serveSync', () => {
     assert.strictEqual(await run('nested'), 42)
   })
 
+  test('a plain Worker started in the worker (inheriting its execArgv) runs as any worker, and may make synchronous calls', T, async () => {
+    assert.deepStrictEqual(await run('plain-worker'), [{ data: { x: 1 }, sum: 3 }, { sum: 3 }])
+  })
+
   test('bad input', T, async () => {
     assert.deepStrictEqual(await run('bad-input'), {
       relative: 'TypeError',

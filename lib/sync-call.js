@@ -18,6 +18,7 @@
 const path = require('path')
 const v8 = require('v8')
 const { Worker, isMainThread, MessageChannel, receiveMessageOnPort } = require('worker_threads')
+const workerThreads = require('worker_threads')
 const { fileURLToPath } = require('url')
 const { Channel, internal: { adaptBlockingSpin } } = require('./channel')
 const { checkCanBlock } = require('./host')
@@ -29,6 +30,11 @@ const { itemBytes, writeItem, readItem } = require('./wire')
 const SERVE = Symbol.for('shared-futex.serveSync')
 // Set by lib/sync-worker.js as it starts loading the worker's module.
 const MODULE_LOADING = Symbol.for('shared-futex.syncModuleLoading')
+// In the workerData of each worker of createSyncFn's. (Another worker
+// started from one inherits its execArgv, and so lib/sync-preload.js.)
+const MARK = 'shared-futex.syncWorker'
+const isOurs = (data) => data !== null && typeof data === 'object' && data[MARK] === 1
+const NODE_12 = Number(process.versions.node.split('.')[0]) === 12
 const BOOT = path.join(__dirname, 'sync-worker.js')
 const PRELOAD = path.join(__dirname, 'sync-preload.js')
 const SLICE = 100 // ms between looks at the worker's thread
@@ -445,9 +451,12 @@ function newWorker (options, own) {
 
 // Whether this thread is a worker of createSyncFn's whose module has not
 // started loading: a preload of it runs (one the caller gave in
-// workerOptions.execArgv, or one of NODE_OPTIONS).
+// workerOptions.execArgv, or one of NODE_OPTIONS). Node 12 sets workerData
+// (null until then) only after the preloads.
 function inPreloadOfSyncWorker () {
-  return !isMainThread && globalThis[MODULE_LOADING] !== true && process.execArgv.includes(PRELOAD)
+  if (isMainThread || globalThis[MODULE_LOADING] === true || !process.execArgv.includes(PRELOAD)) return false
+  const data = workerThreads.workerData
+  return isOurs(data) || (NODE_12 && data === null)
 }
 
 /**
@@ -512,7 +521,7 @@ function createSyncFn (workerPath, options) {
   function startOne () {
     const { port1, port2 } = new MessageChannel()
     const options = Object.assign({}, opts.workerOptions, {
-      workerData: { file, requests: requests.handle, answers: answers.handle, bell: bell === null ? undefined : bell.buffer, port: port2, index: workers.length },
+      workerData: { [MARK]: 1, file, requests: requests.handle, answers: answers.handle, bell: bell === null ? undefined : bell.buffer, port: port2, index: workers.length },
       transferList: (opts.workerOptions.transferList || []).concat([port2])
     })
     // lib/sync-preload.js before any other preload of the worker (those of
@@ -670,5 +679,5 @@ function serveSync (fn) {
 module.exports = {
   createSyncFn,
   serveSync,
-  internal: { toRecord, fromRecord, SERVE, MODULE_LOADING, decode, encodeReturn, encodeThrow, encodeReport, withOutput, largeBytes, notice, post, CALL, PULL }
+  internal: { toRecord, fromRecord, SERVE, MODULE_LOADING, isOurs, decode, encodeReturn, encodeThrow, encodeReport, withOutput, largeBytes, notice, post, CALL, PULL }
 }

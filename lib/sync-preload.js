@@ -206,6 +206,8 @@ function setUp () {
   })
 }
 
-if (worker.workerData !== null) setUp()
+// Not in another worker started from one of createSyncFn's, which inherits
+// its execArgv (and so this preload).
+if (internal.isOurs(worker.workerData)) setUp()
 
 module.exports = { setUp, report, serving: () => serving }
