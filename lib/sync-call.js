@@ -4,9 +4,12 @@
 //
 //   requests  caller → worker: CALL id, the arguments
 //   answers   worker → caller: RETURN id, the value | THROW id, an error
-//             record; or, when the worker fails: REPORT (id 0), the reason
-//             and an error record
-// Each is one message of a 'bytes' channel, in the wire format below.
+//             record (each with the worker's output of the call); or, when
+//             the worker fails: REPORT (id 0), the reason and an error
+//             record; or PULL id, a worker asking for a large CALL
+// Each is one message of a 'bytes' channel, in the wire format below (a
+// large one crosses the worker's MessagePort, and only a notice of it the
+// channel).
 //
 // Ids grow with each call; the caller takes answers until it finds its own
 // id and drops older ones (late answers of calls that timed out), so an
