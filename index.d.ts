@@ -97,6 +97,8 @@ export const E_NEGATIVE_COUNTER: 'ERR_NEGATIVE_COUNTER'
 export const E_CHANNEL_CLOSED: 'ERR_CHANNEL_CLOSED'
 /** `code` of ChannelTimeoutError. */
 export const E_CHANNEL_TIMEOUT: 'ERR_CHANNEL_TIMEOUT'
+/** `code` of ChannelDisconnectedError. */
+export const E_CHANNEL_DISCONNECTED: 'ERR_CHANNEL_DISCONNECTED'
 /** `code` of SyncCallTimeoutError. */
 export const E_SYNC_CALL_TIMEOUT: 'ERR_SYNC_CALL_TIMEOUT'
 /** `code` of SyncWorkerError. */
@@ -164,8 +166,18 @@ export class NegativeCounterError extends Error {
 
 /** A send on a closed Channel, or a receive on a closed one with nothing left in it. */
 export class ChannelClosedError extends Error {
-  readonly name: 'ChannelClosedError'
-  readonly code: 'ERR_CHANNEL_CLOSED'
+  readonly name: 'ChannelClosedError' | 'ChannelDisconnectedError'
+  readonly code: 'ERR_CHANNEL_CLOSED' | 'ERR_CHANNEL_DISCONNECTED'
+}
+
+/**
+ * A ChannelClosedError: the channel closed itself because every receiver
+ * (sends fail) or every sender (receivers drain, then see the end) is gone:
+ * ended, or left (docs/channel.md, "Senders and receivers").
+ */
+export class ChannelDisconnectedError extends ChannelClosedError {
+  readonly name: 'ChannelDisconnectedError'
+  readonly code: 'ERR_CHANNEL_DISCONNECTED'
 }
 
 /** A Channel send / receive whose timeout passed first: nothing was sent or taken. */
@@ -825,8 +837,12 @@ export class Channel<T = unknown, C extends ChannelCodec = 'v8'> {
   static readonly EMPTY: unique symbol
 
   constructor (options?: ChannelOptions<C>)
-  /** The same channel, from its `handle` (in another thread). */
-  constructor (handle: ChannelHandle)
+  /**
+   * The same channel, from its `handle`, the Channel itself, or a copy of it
+   * made by structured clone (workerData, postMessage). A buffer, a view or
+   * an unknown option is a TypeError.
+   */
+  constructor (handle: ChannelHandle | Channel<T, C> | { readonly handle: ChannelHandle })
 
   readonly handle: ChannelHandle
   /** Bytes of the ring. */
@@ -873,6 +889,27 @@ export class Channel<T = unknown, C extends ChannelCodec = 'v8'> {
    * @throws {ChannelClosedError} closed and drained
    */
   tryRecv (): ChannelOutput<C, T> | typeof Channel.EMPTY
+  /**
+   * Blocking: returns once every message in the ring has been taken and
+   * every receiver that took some has asked for more (or left, or ended):
+   * what a sender calls before its process exits.
+   * @throws {ChannelDisconnectedError} messages are left and every receiver is gone
+   * @throws {ChannelTimeoutError}
+   */
+  flushSync (options?: ChannelWaitOptions): void
+  /** `flushSync` without blocking; rejects as it throws, or with AbortError. */
+  flush (options?: AcquireOptions): Promise<void>
+  /**
+   * Makes this thread a sender, a receiver or both now, as its first send
+   * or receive would (a thread is one until it leaves or ends). Returns this.
+   */
+  join (role: 'sender' | 'receiver' | 'both'): this
+  /**
+   * This thread stops being a sender / receiver / both (default). The last
+   * sender or receiver to go, by leaving or by its thread's end, closes the
+   * channel (ChannelDisconnectedError).
+   */
+  leave (role?: 'sender' | 'receiver' | 'both'): void
   /** Closes for every thread; wakes every waiter. Idempotent. */
   close (): void
   /** Blocking iteration; ends once closed and drained. */

@@ -36,6 +36,7 @@ module.exports = {
   BarrierBrokenError: errors.BarrierBrokenError,
   NegativeCounterError: errors.NegativeCounterError,
   ChannelClosedError: errors.ChannelClosedError,
+  ChannelDisconnectedError: errors.ChannelDisconnectedError,
   ChannelTimeoutError: errors.ChannelTimeoutError,
   SyncCallTimeoutError: errors.SyncCallTimeoutError,
   SyncWorkerError: errors.SyncWorkerError,
@@ -50,6 +51,7 @@ module.exports = {
   E_NEGATIVE_COUNTER: errors.E_NEGATIVE_COUNTER,
   E_CHANNEL_CLOSED: errors.E_CHANNEL_CLOSED,
   E_CHANNEL_TIMEOUT: errors.E_CHANNEL_TIMEOUT,
+  E_CHANNEL_DISCONNECTED: errors.E_CHANNEL_DISCONNECTED,
   E_SYNC_CALL_TIMEOUT: errors.E_SYNC_CALL_TIMEOUT,
   E_SYNC_WORKER: errors.E_SYNC_WORKER,
   E_NO_ATOMICS: errors.E_NO_ATOMICS

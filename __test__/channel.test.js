@@ -62,7 +62,7 @@ describe('Channel: messages and codecs', () => {
     const old = new Channel(ch.handle)
     assert.strictEqual(old.codec, 'v8')
     old.send(42)
-    assert.strictEqual(new Uint8Array(ch.handle.buffer, 192 + 4, 1)[0], 0xff)
+    assert.strictEqual(new Uint8Array(ch.handle.buffer, 704 + 4, 1)[0], 0xff)
     assert.strictEqual(old.recv(), 42)
   })
 
@@ -216,6 +216,133 @@ describe('Channel: bad input', () => {
     await assert.rejects(strings.sendAsync(5), TypeError)
     // Nothing was sent by any of these.
     for (const c of [bytes, strings, v8]) assert.strictEqual(c.tryRecv(), Channel.EMPTY)
+  })
+})
+
+describe('Channel: the handle', () => {
+  test('a buffer, a view or an unknown option is a TypeError that says what to pass, never a new unconnected ring', () => {
+    const ch = new Channel({ bytes: 64 })
+    const say = (e) => e instanceof TypeError && /handle/.test(e.message)
+    assert.throws(() => new Channel(ch.handle.buffer), say)
+    assert.throws(() => new Channel(new SharedArrayBuffer(1024)), say)
+    assert.throws(() => new Channel(new ArrayBuffer(1024)), say)
+    assert.throws(() => new Channel(new DataView(new ArrayBuffer(8))), TypeError)
+    assert.throws(() => new Channel({ size: 1024 }), (e) => say(e) && /"size"/.test(e.message))
+    assert.throws(() => new Channel({ bytes: 64, handle: 1 }), TypeError)
+  })
+
+  test('the Channel itself, and a copy of it made by structured clone (workerData, postMessage), are the same channel', async () => {
+    const ch = new Channel({ bytes: 256 })
+    new Channel(ch).send('from the object')
+    assert.strictEqual(ch.recv(), 'from the object')
+    assert.deepStrictEqual(Object.keys(ch), ['handle'], 'what structured clone keeps: own enumerable properties')
+    const w = new Worker(`
+      const { workerData } = require('worker_threads')
+      const { Channel } = require(${JSON.stringify(path.join(__dirname, '..'))})
+      new Channel(workerData).send('from the worker')
+    `, { eval: true, workerData: ch })
+    const exited = new Promise((resolve) => w.on('exit', resolve))
+    assert.strictEqual(await ch.recvAsync({ timeout: 20000 }), 'from the worker')
+    await exited
+  })
+})
+
+describe('Channel: a message is what it was at the call', () => {
+  const growable = (() => {
+    try {
+      return new SharedArrayBuffer(8, { maxByteLength: 64 }).growable === true
+    } catch {
+      return false
+    }
+  })()
+  const skip = growable ? {} : { skip: 'no growable SharedArrayBuffer in this Node' }
+
+  test('sendAsync on a full ring: a length-tracking view grown and overwritten meanwhile sends its bytes and length of the call', skip, async () => {
+    const ch = new Channel({ bytes: 64, codec: 'bytes' })
+    while (ch.trySend(new Uint8Array(8)));
+    const src = new SharedArrayBuffer(4, { maxByteLength: 4096 })
+    const view = new Uint8Array(src) // tracks the buffer's length
+    view.set([1, 2, 3, 4])
+    const sent = ch.sendAsync(view)
+    src.grow(4096)
+    view.fill(9)
+    const queued = []
+    while (queued.length < 5) queued.push(ch.recv())
+    await sent
+    let last
+    while ((last = ch.tryRecv()) !== Channel.EMPTY) queued.push(last)
+    assert.deepStrictEqual(Array.from(queued[queued.length - 1]), [1, 2, 3, 4])
+    assert.ok(queued.slice(0, -1).every((m) => m.length === 8 && m.every((b) => b === 0)), 'the queued messages are intact')
+  })
+
+  test('a blocking send of a length-tracking view while another thread grows its buffer copies the length of the call, and nothing past its reservation', skip, async () => {
+    const ch = new Channel({ bytes: 64, codec: 'bytes' })
+    while (ch.trySend(Uint8Array.of(7, 7, 7, 7)));
+    const src = new SharedArrayBuffer(4, { maxByteLength: 4096 })
+    const view = new Uint8Array(src)
+    view.set([1, 2, 3, 4])
+    const w = new Worker(`
+      const { workerData: d } = require('worker_threads')
+      const { Channel } = require(${JSON.stringify(path.join(__dirname, '..'))})
+      const st = new Int32Array(d.handle.buffer, 0, 48)
+      while ((Atomics.load(st, 33) & 0x80000000) === 0); // the sender's sleepers bit: it waits for room
+      d.src.grow(4096)
+      new Uint8Array(d.src).fill(9, 4)
+      const ch = new Channel(d.handle)
+      for (;;) {
+        const m = ch.recv()
+        if (m.length !== 4) throw new Error('a message of ' + m.length + ' bytes')
+        if (m[0] === 1) break
+      }
+    `, { eval: true, workerData: { handle: ch.handle, src } })
+    const exited = new Promise((resolve, reject) => { w.on('exit', resolve); w.on('error', reject) })
+    ch.send(view) // blocks until the worker makes room
+    await exited
+    assert.strictEqual(ch.tryRecv(), Channel.EMPTY)
+  })
+})
+
+describe('Channel: flush', () => {
+  test('flushSync returns once every message is taken and its receiver has asked for more', { timeout: 60000 }, async () => {
+    const ch = new Channel({ bytes: 4096, codec: 'string' })
+    const done = new Int32Array(new SharedArrayBuffer(4))
+    const w = new Worker(`
+      const { workerData: d } = require('worker_threads')
+      const { Channel } = require(${JSON.stringify(path.join(__dirname, '..'))})
+      const ch = new Channel(d.handle)
+      const done = new Int32Array(d.done)
+      for (;;) {
+        const msgs = ch.recvMany(16)
+        let x = 0
+        for (let i = 0; i < 2000; i++) x += i // some work per batch
+        Atomics.add(done, 0, msgs.length + (x & 0))
+      }
+    `, { eval: true, workerData: { handle: ch.handle, done: done.buffer } })
+    w.on('error', () => {})
+    for (let i = 0; i < 5000; i++) ch.send(`line ${i}`)
+    ch.flushSync({ timeout: 30000 })
+    assert.strictEqual(Atomics.load(done, 0), 5000)
+    ch.send('more')
+    await ch.flush({ timeout: 30000 })
+    assert.strictEqual(Atomics.load(done, 0), 5001)
+    await w.terminate()
+  })
+
+  test('flush with messages left and every receiver gone throws ChannelDisconnectedError; it times out as sends do; bad options', async () => {
+    const ch = new Channel({ bytes: 64 })
+    ch.send(1)
+    assert.throws(() => ch.flushSync({ timeout: 0 }), ChannelTimeoutError)
+    await assert.rejects(ch.flush({ timeout: 0 }), ChannelTimeoutError)
+    assert.throws(() => ch.flushSync({ timeout: -1 }), RangeError)
+    await assert.rejects(ch.flush(5), TypeError)
+    const w = new Worker(`
+      const { workerData } = require('worker_threads')
+      const { Channel } = require(${JSON.stringify(path.join(__dirname, '..'))})
+      new Channel(workerData).join('receiver')
+    `, { eval: true, workerData: ch.handle })
+    await new Promise((resolve) => w.on('exit', resolve))
+    assert.throws(() => ch.flushSync(), (e) => e.name === 'ChannelDisconnectedError')
+    assert.strictEqual(new Channel({ bytes: 64 }).flushSync(), undefined, 'an empty channel flushes at once')
   })
 })
 

@@ -10,8 +10,12 @@
 //                              waiter sleeps on:
 //          lo   WRITE | CLOSED (bit 30) | RW (bit 31: receivers may sleep)
 //          hi   READ  |                   SW (bit 31: senders may sleep)
-//   136  int32 header: MAGIC, CAPACITY, CODEC, NEED
-//   192  the ring: CAPACITY bytes (a multiple of 4)
+//          hi also has GONE (bit 30): closed because a side has no member
+//          left (set with CLOSED, in the same step)
+//   136  int32 header: MAGIC, CAPACITY, CODEC, NEED, FLAGS, GONE_SIDE
+//   192  members: 64 int32 slots of senders, then 64 of receivers, each
+//        0 or a member thread's id + 1 (a receiver's with BUSY, FLUSHER)
+//   704  the ring: CAPACITY bytes (a multiple of 4)
 //
 // WRITE and READ are positions in [0, 2·CAPACITY): the byte at position p is
 // ring[p mod CAPACITY], and WRITE − READ (mod 2·CAPACITY) is the number of
@@ -47,12 +51,12 @@ const { Atomics, checkCanBlock } = require('./host')
 const { AsyncLock, internal: lockInternal } = require('./lock')
 const futex = require('./futex')
 const {
-  ACQUIRED, OWNER_DIED, ChannelClosedError, ChannelTimeoutError, abortError
+  ACQUIRED, OWNER_DIED, ChannelClosedError, ChannelDisconnectedError, ChannelTimeoutError, abortError
 } = require('./errors')
 const { show, timeoutOf, asyncOptions, deadlineOf, timeLeft } = require('./options')
 const { itemBytes, writeItem, readItem } = require('./wire')
 
-const { enqueueAsync, cancelAsync } = futex.internal
+const { cancelAsync, threadEnds, waitWatching, enqueueWatchingAsync, isThreadAlive } = futex.internal
 const { viewOf, WORD, ME } = lockInternal
 const LOCKED_BY_ME = ME * 2 // the lock word of a lock this thread holds, nobody queued
 
@@ -72,18 +76,28 @@ const H_CODEC = 36
 // to send (0: none); set before the sender sets SW, cleared by the receive
 // that wakes the senders. A stale one (its sender gone) costs one wake-up.
 const H_NEED = 37
-const DATA_AT = 192
-const MAGIC = 0x4e414843 // 'CHAN'
+// Which sides ever had a member, and which had more than the slots hold.
+const H_FLAGS = 38
+// The side whose last member left or ended, when that closed the channel
+// (set just before the step that sets GONE; read only once GONE is seen).
+const H_GONE_SIDE = 39
+const SLOTS = 64 // members of a side that are followed
+const MEMBERS = 48 // int32 index of the first sender slot (byte 192)
+const DATA_AT = 192 + 2 * SLOTS * 4
+// 'CHN2': the layout with members. A buffer of the layout before (no
+// members, the ring at byte 192) has another MAGIC and is refused.
+const MAGIC = 0x324e4843
 
 const POS = 0x3fffffff // WRITE / READ
-const CLOSED = 0x40000000
+const CLOSED = 0x40000000 // in lo
+const GONE = 0x40000000 // in hi
 const SLEEPERS = 0x80000000 | 0 // RW in lo, SW in hi
 // lo and hi as the low and high halves of STATE's 64-bit value (every
 // target of the addon is little-endian; the other order is handled too).
 const LITTLE = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1
 const loOf = (v) => Number(BigInt.asIntN(32, LITTLE ? v : v >> 32n))
 const hiOf = (v) => Number(BigInt.asIntN(32, LITTLE ? v >> 32n : v))
-const join = (lo, hi) => LITTLE
+const join64 = (lo, hi) => LITTLE
   ? BigInt.asIntN(64, (BigInt(hi) << 32n) | BigInt(lo >>> 0))
   : BigInt.asIntN(64, (BigInt(lo) << 32n) | BigInt(hi >>> 0))
 
@@ -136,9 +150,21 @@ const frameBytes = (n) => LENGTH + pad(n)
 
 // --- arguments ---------------------------------------------------------------
 
-function isHandle (arg) {
-  return arg !== null && typeof arg === 'object' && 'buffer' in arg
+// What the constructor was given: a handle ({ buffer }), a Channel or a
+// copy of one made by structured clone (postMessage, workerData: its own
+// `handle` property, the only one a clone keeps), or options.
+function handleOf (arg) {
+  if (arg === null || typeof arg !== 'object') return null
+  if ('buffer' in arg) return arg
+  const own = Object.getOwnPropertyDescriptor(arg, 'handle')
+  if (own !== undefined && 'value' in own && own.value !== null && typeof own.value === 'object' && 'buffer' in own.value) {
+    return own.value
+  }
+  return null
 }
+
+const OPTIONS = ['bytes', 'codec']
+const PASS = 'pass options ({ bytes, codec }) for a new channel, or a Channel\'s handle (new Channel(ch.handle), or the Channel itself) for the same channel'
 
 function bytesOption (bytes) {
   if (bytes === undefined) return DEFAULT_BYTES
@@ -159,7 +185,7 @@ function codecOption (codec) {
 
 // The header of an existing channel's buffer, checked.
 function attach (handle) {
-  if ('bytes' in handle || 'codec' in handle) {
+  if (handle !== null && typeof handle === 'object' && ('bytes' in handle || 'codec' in handle)) {
     throw new TypeError('Channel: pass either options ({ bytes, codec }) or a handle ({ buffer }), not both')
   }
   const buffer = handle.buffer
@@ -182,6 +208,14 @@ function create (options) {
     throw new TypeError(`Channel: expected options ({ bytes, codec }) or a Channel's handle, got ${show(options)}`)
   }
   const opts = options || {}
+  // A buffer or a view is not a channel: a new, unconnected ring made from
+  // it would silently lose every message sent to the one meant.
+  if (types.isAnyArrayBuffer(opts) || ArrayBuffer.isView(opts)) {
+    throw new TypeError(`Channel: got ${show(opts)}, not a channel's handle: ${PASS}`)
+  }
+  for (const key of Object.keys(opts)) {
+    if (!OPTIONS.includes(key)) throw new TypeError(`Channel: unknown option ${show(key)}: ${PASS}`)
+  }
   const capacity = bytesOption(opts.bytes)
   const codec = codecOption(opts.codec)
   const buffer = new SharedArrayBuffer(DATA_AT + capacity)
@@ -220,11 +254,12 @@ const bytesOfView = getter(TYPED_ARRAY, 'byteLength')
 const bufferOfView = getter(TYPED_ARRAY, 'buffer')
 const offsetOfView = getter(TYPED_ARRAY, 'byteOffset')
 
-// A Uint8Array of the view's bytes: the view itself if it is one (a Buffer
-// too), else a Uint8Array over the same memory.
+// A Uint8Array over the view's bytes as they are now: a view of fixed
+// length, also of a length-tracking view (of a resizable ArrayBuffer or a
+// growable SharedArrayBuffer), so that a buffer grown meanwhile cannot make
+// the copy longer than the space reserved for it.
 function asBytes (value) {
   const kind = kindOf.call(value)
-  if (kind === 'Uint8Array') return value
   if (kind !== undefined) return new Uint8Array(bufferOfView.call(value), offsetOfView.call(value), bytesOfView.call(value))
   const dv = DataView.prototype
   return new Uint8Array(getter(dv, 'buffer').call(value), getter(dv, 'byteOffset').call(value), getter(dv, 'byteLength').call(value))
@@ -241,6 +276,7 @@ function encode (s, value, what) {
     }
     value = asBytes(value)
     bytes = bytesOfView.call(value)
+    if (frameBytes(bytes) <= s.capacity) return { value, bytes, user: true }
   } else {
     const n = s.codec === V8_ITEMS ? itemBytes(value) : -1
     if (n < 0) {
@@ -256,6 +292,27 @@ function encode (s, value, what) {
     throw new RangeError(`${what}: a message of ${bytes} bytes does not fit in the channel's ${s.capacity}-byte ring (at most ${s.capacity - LENGTH})`)
   }
   return { value, bytes }
+}
+
+// A message that will be copied into the ring later (an async send that
+// must wait): the caller's bytes copied now.
+function own (msg) {
+  if (msg.user !== true) return msg
+  const copy = new Uint8Array(msg.bytes)
+  copy.set(msg.value)
+  return { value: copy, bytes: msg.bytes }
+}
+
+// What a flush passes to `put`: it waits as a sender of a message the size
+// of the whole ring would (room for it: the ring is empty).
+const flushMessage = (s) => ({ flush: true, bytes: s.capacity - LENGTH, busy: -1 })
+
+const ROLES = { receiver: [0], sender: [1], both: [0, 1] }
+function sidesOf (what, role) {
+  if (typeof role !== 'string' || !Object.prototype.hasOwnProperty.call(ROLES, role)) {
+    throw new TypeError(`${what}: role must be 'sender', 'receiver' or 'both', got ${show(role)}`)
+  }
+  return ROLES[role]
 }
 
 // --- the ring, each side under its own lock -------------------------------------
@@ -310,24 +367,32 @@ function commitWrite (s, next, lo) {
     }
     const old = Atomics.load(s.big, BIG)
     if (loOf(old) !== lo) continue
-    if (binding.compareExchangeNotify(s.big, BIG, old, join(next, hiOf(old)), Infinity) === old) return true
+    if (binding.compareExchangeNotify(s.big, BIG, old, join64(next, hiOf(old)), Infinity) === old) return true
   }
 }
 
 // Moves READ to `next` (under RECV), waking the senders if one may sleep and
 // the room left fits NEED; otherwise SW stays as it is. `hi` as the step
 // read it (tried first).
+//
+// A sender stores its NEED before it reads the STATE it sleeps on. So when
+// the commit that keeps SW took, NEED is read again: a smaller NEED stored
+// since then belongs to a sender that may have read STATE before that commit
+// and be asleep on it with room now; then the commit goes round again and
+// wakes (the same READ, with SW cleared).
 function commitRead (s, next, hi) {
   const st = s.st
   const h = s.header
   for (;; hi = Atomics.load(st, HI)) {
+    const target = next | (hi & GONE)
     if ((hi & SLEEPERS) === 0) {
-      if (Atomics.compareExchange(st, HI, hi, next) === hi) return
+      if (Atomics.compareExchange(st, HI, hi, target) === hi) return
       continue
     }
     const need = Atomics.load(h, H_NEED)
     if (need !== 0 && s.capacity - inUse(s, Atomics.load(st, LO) & POS, next) < need) {
-      if (Atomics.compareExchange(st, HI, hi, next | SLEEPERS) === hi) return
+      if (Atomics.compareExchange(st, HI, hi, target | SLEEPERS) !== hi) continue
+      if (Atomics.load(h, H_NEED) === need) return
       continue
     }
     // Cleared first: stopped before the call, the next receive finds SW
@@ -335,14 +400,16 @@ function commitRead (s, next, hi) {
     Atomics.store(h, H_NEED, 0)
     const old = Atomics.load(s.big, BIG)
     if (hiOf(old) !== hi) continue
-    if (binding.compareExchangeNotify(s.big, BIG, old, join(loOf(old), next), Infinity) === old) return
+    if (binding.compareExchangeNotify(s.big, BIG, old, join64(loOf(old), target), Infinity) === old) return
   }
 }
 
 // A send step (SEND held): WAIT, or true once the message is committed.
 function put (s, msg) {
+  if (msg.flush === true) return flushed(s, msg)
+  checkReceivers(s)
   const lo = Atomics.load(s.st, LO)
-  if ((lo & CLOSED) !== 0) throw new ChannelClosedError('Channel: send on a closed channel')
+  if ((lo & CLOSED) !== 0) throw closedError(s, 'Channel: send on a closed channel')
   const w = lo & POS
   const size = frameBytes(msg.bytes)
   if (s.capacity - inUse(s, w, Atomics.load(s.st, HI) & POS) < size) return WAIT
@@ -356,7 +423,35 @@ function put (s, msg) {
   } else {
     copyIn(s, body, Buffer.from(msg.value, 'utf8'), msg.bytes)
   }
-  if (!commitWrite(s, advance(s, w, size), lo)) throw new ChannelClosedError('Channel: send on a closed channel')
+  if (!commitWrite(s, advance(s, w, size), lo)) throw closedError(s, 'Channel: send on a closed channel')
+  return true
+}
+
+// A flush's step (SEND held): true once the ring is empty and every
+// receiver that took from it has asked for more (or is gone). Otherwise
+// WAIT: for room for the whole ring (so the receive that empties it wakes
+// this waiter: NEED), or, with the ring empty, on the slot of a receiver
+// not back yet (msg.busy). Throws ChannelDisconnectedError if messages are
+// left that no receiver is left to take.
+function flushed (s, msg) {
+  const lo = Atomics.load(s.st, LO)
+  const hi = Atomics.load(s.st, HI)
+  msg.busy = -1
+  if ((lo & POS) !== (hi & POS)) {
+    const gone = (hi & GONE) !== 0 ? Atomics.load(s.header, H_GONE_SIDE) - 1 === RECV : (lo & CLOSED) !== 0 && sideGone(s, RECV)
+    if (gone) {
+      throw new ChannelDisconnectedError(`Channel.flush: ${inUse(s, lo & POS, hi & POS)} bytes of messages are left, and every receiver of the channel is gone (ended, or left)`)
+    }
+    return WAIT
+  }
+  const base = slotBase(RECV)
+  for (let i = 0; i < SLOTS; i++) {
+    const v = Atomics.load(s.st, base + i)
+    if ((v & BUSY) !== 0 && (v & ID) !== ME && alive(v & ID)) {
+      msg.busy = base + i
+      return WAIT
+    }
+  }
   return true
 }
 
@@ -368,10 +463,12 @@ function take (s) {
   const r = hi & POS
   const lo = Atomics.load(s.st, LO)
   if (r === (lo & POS)) {
+    markIdle(s)
     // CLOSED is set with no commit after it: read with WRITE in one load.
-    if ((lo & CLOSED) !== 0) throw new ChannelClosedError('Channel: closed, and every message was received')
+    if ((lo & CLOSED) !== 0) throw closedError(s, 'Channel: closed, and every message was received')
     return WAIT
   }
+  markBusy(s)
   const at = offsetOf(s, r)
   const n = s.u32[at >> 2]
   const out = frameAt(s, at, n)
@@ -387,9 +484,11 @@ function takeMany (s, max) {
   const lo = Atomics.load(s.st, LO)
   const w = lo & POS
   if (r === w) {
-    if ((lo & CLOSED) !== 0) throw new ChannelClosedError('Channel: closed, and every message was received')
+    markIdle(s)
+    if ((lo & CLOSED) !== 0) throw closedError(s, 'Channel: closed, and every message was received')
     return WAIT
   }
+  markBusy(s)
   const out = []
   do {
     const at = offsetOf(s, r)
@@ -453,6 +552,152 @@ function recover (s) {
     const e = new Error('Channel: the ring\'s indices are inconsistent (was the buffer written to from outside the Channel?)')
     e.code = 'ERR_CHANNEL_CORRUPT'
     throw e
+  }
+}
+
+// --- members: who sends, who receives ---------------------------------------------
+// A thread becomes a sender of a channel at its first send (or join), a
+// receiver at its first receive; it stays one until it leaves or ends. Each
+// side has SLOTS slots of member thread ids (+ 1). A side that had members
+// and has none left (each slot empty or naming an ended thread) closes the
+// channel: GONE and CLOSED in one step, waking every waiter. Senders then
+// fail with ChannelDisconnectedError; receivers take what is left, then see
+// the end. Who notices: a waiter, which sleeps watching (any thread's end
+// wakes it, and it looks at the other side before it sleeps again), a
+// sender before each send (when some thread ended since it last looked),
+// and a member that leaves. A side with more members than slots is never
+// taken for gone (H_FLAGS' OVERFLOW): its members cannot all be followed.
+
+const ID = 0x3fffffff
+const BUSY = 0x40000000 // a receiver took messages and has not asked for more since
+const FLUSHER = 0x80000000 | 0 // a flush may sleep on this receiver's slot
+const JOINED = [1, 2] // H_FLAGS, by side (RECV, SEND)
+const OVERFLOW = [4, 8]
+const slotBase = (dir) => dir === SEND ? MEMBERS : MEMBERS + SLOTS
+const SIDE_NAMES = ['receiver', 'sender']
+
+// This thread's membership of a channel's sides, shared by every Channel
+// object of its buffer in this copy of the module: [slot index or -1, …] by
+// side (RECV, SEND).
+const memberships = new WeakMap()
+function membership (buffer) {
+  let m = memberships.get(buffer)
+  if (m === undefined) {
+    m = [-1, -1]
+    memberships.set(buffer, m)
+  }
+  return m
+}
+
+const alive = (id) => id === ME || isThreadAlive(id - 1)
+
+// Makes this thread a member of side `dir` (RECV, SEND).
+function join (s, dir) {
+  const st = s.st
+  const base = slotBase(dir)
+  let slot = -1
+  for (let i = 0; i < SLOTS && slot < 0; i++) {
+    if ((Atomics.load(st, base + i) & ID) === ME) slot = i // another copy of the module in this thread
+  }
+  for (let i = 0; i < SLOTS && slot < 0; i++) {
+    const v = Atomics.load(st, base + i)
+    if ((v === 0 || !alive(v & ID)) && Atomics.compareExchange(st, base + i, v, ME) === v) slot = i
+  }
+  if (slot < 0) Atomics.or(s.header, H_FLAGS, OVERFLOW[dir])
+  // After the slot: whoever sees the side joined sees this member.
+  Atomics.or(s.header, H_FLAGS, JOINED[dir])
+  s.member[dir] = slot < 0 ? SLOTS : slot
+}
+
+// Whether side `dir` had members and has none left.
+function sideGone (s, dir) {
+  const flags = Atomics.load(s.header, H_FLAGS)
+  if ((flags & JOINED[dir]) === 0 || (flags & OVERFLOW[dir]) !== 0) return false
+  const base = slotBase(dir)
+  for (let i = 0; i < SLOTS; i++) {
+    const id = Atomics.load(s.st, base + i) & ID
+    if (id !== 0 && alive(id)) return false
+  }
+  return true
+}
+
+// Closes the channel because side `dir` is gone (unless it is closed
+// already): GONE and CLOSED in one step, which wakes every waiter.
+function disconnect (s, dir) {
+  for (;;) {
+    const old = Atomics.load(s.big, BIG)
+    const lo = loOf(old)
+    if ((lo & CLOSED) !== 0) return
+    Atomics.store(s.header, H_GONE_SIDE, dir + 1)
+    const next = join64((lo | CLOSED) & ~SLEEPERS, (hiOf(old) | GONE) & ~SLEEPERS)
+    if (binding.compareExchangeNotify(s.big, BIG, old, next, Infinity) === old) return
+  }
+}
+
+// Before a waiter of side `dir` sleeps: if the other side is gone, closes
+// the channel and answers true (look again: the step then sees it closed).
+// A flush is a sender's wait.
+function lookAtPeers (s, dir) {
+  const other = 1 - dir
+  if ((Atomics.load(s.st, LO) & CLOSED) !== 0 || !sideGone(s, other)) return false
+  disconnect(s, other)
+  return true
+}
+
+// A send's check, cheap unless some thread ended since the last one.
+function checkReceivers (s) {
+  const ends = threadEnds()
+  if (ends === s.seenEnds) return
+  s.seenEnds = ends
+  if (sideGone(s, RECV)) disconnect(s, RECV)
+}
+
+// This thread stops being a member of side `dir`; the channel closes if
+// that was its last one.
+function leave (s, dir) {
+  const slot = s.member[dir]
+  if (slot < 0) return
+  s.member[dir] = -1
+  if (slot < SLOTS) {
+    const i = slotBase(dir) + slot
+    const v = Atomics.load(s.st, i)
+    if ((v & ID) === ME) {
+      if ((v & FLUSHER) !== 0) binding.compareExchangeNotify(s.st, i, v, 0, Infinity)
+      else Atomics.compareExchange(s.st, i, v, 0)
+    }
+  }
+  if (sideGone(s, dir)) disconnect(s, dir)
+}
+
+// The error of an operation on a closed channel.
+function closedError (s, what) {
+  if ((Atomics.load(s.st, HI) & GONE) === 0) return new ChannelClosedError(what)
+  const side = Atomics.load(s.header, H_GONE_SIDE) - 1
+  return new ChannelDisconnectedError(`${what}: every ${SIDE_NAMES[side]} of the channel is gone (ended, or left), so it closed`)
+}
+
+// A receiver marks its slot BUSY before it takes messages, and clears it
+// when it asks for more and finds none (or the end): a flush waits for the
+// ring to be empty and for every receiver that took from it to be back.
+function markBusy (s) {
+  const slot = s.member[RECV]
+  if (slot < 0 || slot >= SLOTS) return
+  const i = slotBase(RECV) + slot
+  const v = Atomics.load(s.st, i)
+  if ((v & BUSY) === 0 && (v & ID) === ME) Atomics.compareExchange(s.st, i, v, v | BUSY)
+}
+function markIdle (s) {
+  const slot = s.member[RECV]
+  if (slot < 0 || slot >= SLOTS) return
+  const i = slotBase(RECV) + slot
+  for (;;) {
+    const v = Atomics.load(s.st, i)
+    if ((v & BUSY) === 0 || (v & ID) !== ME) return
+    // With FLUSHER set, a flush may sleep on the slot: clear and wake in one step.
+    const done = (v & FLUSHER) === 0
+      ? Atomics.compareExchange(s.st, i, v, ME) === v
+      : binding.compareExchangeNotify(s.st, i, v, ME, Infinity) === v
+    if (done) return
   }
 }
 
@@ -520,8 +765,11 @@ function spin (s, dir, ready, arg, blocking) {
 // sleepers bit (a sender first notes the room it needs in NEED) and returns
 // the 64-bit STATE to sleep on, or null if STATE changed meanwhile (look
 // again). The caller then lets the lock go and sleeps while STATE holds it.
+// A flush whose ring is empty (msg.busy: the slot of a receiver not back
+// yet) sleeps on that slot instead: { index, value }.
 function prepareSleep (s, dir, msg) {
   const st = s.st
+  if (dir === SEND && msg.flush === true && msg.busy >= 0) return prepareFlushSleep(s, msg.busy)
   const half = dir === RECV ? LO : HI
   if (dir === SEND) {
     const need = Atomics.load(s.header, H_NEED)
@@ -533,14 +781,31 @@ function prepareSleep (s, dir, msg) {
   const v = Atomics.load(s.big, BIG)
   const lo = loOf(v)
   // Still nothing to take / no room, with the bit set: sleep on this value.
+  // (A flush waits for the ring to empty also once it is closed.)
   if (dir === RECV) {
     if ((lo & SLEEPERS) === 0 || (lo & CLOSED) !== 0 || (lo & POS) !== (hiOf(v) & POS)) return null
   } else {
     const hi = hiOf(v)
-    if ((hi & SLEEPERS) === 0 || (lo & CLOSED) !== 0 ||
+    if ((hi & SLEEPERS) === 0 || ((lo & CLOSED) !== 0 && msg.flush !== true) ||
       s.capacity - inUse(s, lo & POS, hi & POS) >= frameBytes(msg.bytes)) return null
   }
   return v
+}
+
+// A flush's sleep on the slot st[i] of a receiver that took messages and is
+// not back: FLUSHER set, so that the receiver's return wakes it.
+function prepareFlushSleep (s, i) {
+  const v = Atomics.load(s.st, i)
+  if ((v & BUSY) === 0 || !alive(v & ID)) return null
+  if ((v & FLUSHER) === 0 && Atomics.compareExchange(s.st, i, v, v | FLUSHER) !== v) return null
+  return { index: i, value: v | FLUSHER }
+}
+
+// The sleep of a blocking waiter: on STATE (a BigInt) or a slot. Any
+// thread's end wakes it, and it does not sleep if one ended after `ends`.
+function sleepOn (s, v, ends, timeout) {
+  if (typeof v === 'bigint') return waitWatching(s.big, BIG, v, ends, timeout)
+  return waitWatching(s.st, v.index, v.value, ends, timeout)
 }
 
 // Runs step(s, arg) under the side's lock until it answers something other
@@ -568,11 +833,15 @@ function blocking (s, what, timeout, dir, step, arg) {
         held = true
         continue
       }
+      // Before a sleep: is the other side still there? (Read the count of
+      // ended threads first: one that ends after the look wakes the sleep.)
+      const ends = threadEnds()
+      if (lookAtPeers(s, dir)) continue
       const v = prepareSleep(s, dir, arg)
       if (v === null) continue
       held = false
       lock.unlock()
-      futex.wait(s.big, BIG, v, left)
+      sleepOn(s, v, ends, left)
       lockBlocking(s, dir)
       held = true
     }
@@ -581,13 +850,15 @@ function blocking (s, what, timeout, dir, step, arg) {
   }
 }
 
-// One async sleep on STATE while it holds `v`: resolves once woken, timed
-// out, aborted or STATE already changed.
-function sleepAsync (s, v, timeout, signal) {
-  const q = enqueueAsync(s.big, BIG, v, timeout, true)
+// One async sleep on STATE (or a slot) while it holds `v`: resolves once
+// woken, timed out, aborted, a thread ended, or it changed already.
+function sleepAsync (s, v, ends, timeout, signal) {
+  const ta = typeof v === 'bigint' ? s.big : s.st
+  const index = typeof v === 'bigint' ? BIG : v.index
+  const q = enqueueWatchingAsync(ta, index, typeof v === 'bigint' ? v : v.value, ends, timeout, true)
   if (q === 'not-equal') return undefined
   if (signal === undefined) return q.promise
-  const onAbort = () => cancelAsync(s.big, BIG, q.token)
+  const onAbort = () => cancelAsync(ta, index, q.token)
   signal.addEventListener('abort', onAbort)
   if (signal.aborted) onAbort()
   return q.promise.then((r) => {
@@ -604,6 +875,7 @@ async function nonBlocking (s, what, opts, dir, step, arg) {
   const lockOptions = signal === undefined ? undefined : { signal }
   for (;;) {
     let v = null
+    let ends = 0
     const release = await lock.lockAsync(lockOptions)
     try {
       if (release.ownerDied) recover(s)
@@ -613,6 +885,8 @@ async function nonBlocking (s, what, opts, dir, step, arg) {
         const left = timeLeft(deadline)
         if (left <= 0) throw new ChannelTimeoutError(`${what}: timed out after ${opts.timeout} ms`)
         if (signal !== undefined && signal.aborted) throw abortError(signal)
+        ends = threadEnds()
+        if (lookAtPeers(s, dir)) continue
         v = prepareSleep(s, dir, arg)
         if (v !== null) break
       }
@@ -620,7 +894,7 @@ async function nonBlocking (s, what, opts, dir, step, arg) {
       release()
     }
     // The lock is free while this waiter sleeps.
-    const slept = sleepAsync(s, v, timeLeft(deadline), signal)
+    const slept = sleepAsync(s, v, ends, timeLeft(deadline), signal)
     if (slept !== undefined) await slept
     if (signal !== undefined && signal.aborted) throw abortError(signal)
   }
@@ -666,7 +940,8 @@ class Channel {
    *   a new channel, or another thread's view of one (its `handle`)
    */
   constructor (options) {
-    const base = isHandle(options) ? attach(options) : create(options)
+    const handle = handleOf(options)
+    const base = handle !== null ? attach(handle) : create(options)
     const buffer = base.buffer
     const locks = [new AsyncLock(buffer, RECV_AT), new AsyncLock(buffer, SEND_AT)]
     this[STATE] = {
@@ -682,12 +957,16 @@ class Channel {
       u32: new Uint32Array(buffer, DATA_AT, base.capacity / 4),
       buf: Buffer.from(buffer, DATA_AT, base.capacity),
       misses: [0, 0], // per direction (RECV, SEND): see SPIN_MISSES
-      blockingSpinsAlways: true // or adapts, as an async call's spin does
+      blockingSpinsAlways: true, // or adapts, as an async call's spin does
+      member: membership(buffer), // this thread's membership of each side
+      seenEnds: -1 // threadEnds() when a sender last checked the receivers
     }
+    // What another thread passes to `new Channel(handle)`. An own,
+    // enumerable property: a Channel posted whole (postMessage, workerData)
+    // arrives as { handle }, which the constructor takes as the same channel.
+    Object.defineProperty(this, 'handle', { value: Object.freeze({ buffer }), enumerable: true })
   }
 
-  /** What another thread passes to `new Channel(handle)` (postMessage / workerData). */
-  get handle () { return { buffer: this[STATE].buffer } }
   /** Bytes of the ring (a message takes 4 more, padded to a multiple of 4). */
   get capacity () { return this[STATE].capacity }
   get codec () { return CODECS[this[STATE].codec] }
@@ -699,6 +978,7 @@ class Channel {
     const timeout = optionsOf('Channel.send', options)
     const msg = encode(s, value, 'Channel.send')
     checkCanBlock('Channel.send')
+    if (s.member[SEND] < 0) join(s, SEND)
     blocking(s, 'Channel.send', timeout, SEND, put, msg)
   }
 
@@ -707,6 +987,7 @@ class Channel {
     const s = this[STATE]
     const timeout = optionsOf('Channel.recv', options)
     checkCanBlock('Channel.recv')
+    if (s.member[RECV] < 0) join(s, RECV)
     return decode(s, blocking(s, 'Channel.recv', timeout, RECV, take))
   }
 
@@ -719,6 +1000,7 @@ class Channel {
     } catch (e) {
       return Promise.reject(e)
     }
+    if (s.member[SEND] < 0) join(s, SEND)
     // First a try in this call (and, if it must wait, a look for a while):
     // the lock is then held only for the copy, not across an await.
     if (opts.signal === undefined || !opts.signal.aborted) {
@@ -729,7 +1011,9 @@ class Channel {
         return Promise.reject(e)
       }
     }
-    return nonBlocking(s, 'Channel.sendAsync', opts, SEND, put, msg).then(() => {})
+    // It must wait: the message is what it is now, whatever the caller
+    // does with its view meanwhile.
+    return nonBlocking(s, 'Channel.sendAsync', opts, SEND, put, own(msg)).then(() => {})
   }
 
   recvAsync (options) {
@@ -739,7 +1023,9 @@ class Channel {
     } catch (e) {
       return Promise.reject(e)
     }
-    return receiveAsync(this[STATE], 'Channel.recvAsync', opts, take, undefined, decode)
+    const s = this[STATE]
+    if (s.member[RECV] < 0) join(s, RECV)
+    return receiveAsync(s, 'Channel.recvAsync', opts, take, undefined, decode)
   }
 
   /**
@@ -752,6 +1038,7 @@ class Channel {
     const n = maxOption('Channel.recvMany', max)
     const timeout = optionsOf('Channel.recvMany', options)
     checkCanBlock('Channel.recvMany')
+    if (s.member[RECV] < 0) join(s, RECV)
     return decodeAll(s, blocking(s, 'Channel.recvMany', timeout, RECV, takeMany, n))
   }
 
@@ -763,22 +1050,80 @@ class Channel {
     } catch (e) {
       return Promise.reject(e)
     }
-    return receiveAsync(this[STATE], 'Channel.recvManyAsync', opts, takeMany, n, decodeAll)
+    const s = this[STATE]
+    if (s.member[RECV] < 0) join(s, RECV)
+    return receiveAsync(s, 'Channel.recvManyAsync', opts, takeMany, n, decodeAll)
   }
 
   /** Sends if there is room now: true if sent, false if not. Throws ChannelClosedError. */
   trySend (value) {
     const s = this[STATE]
     const msg = encode(s, value, 'Channel.trySend')
+    if (s.member[SEND] < 0) join(s, SEND)
     return attempt(s, SEND, put, msg) !== WAIT
   }
 
   /** A message if one is ready now, else Channel.EMPTY. Throws ChannelClosedError once closed and drained. */
   tryRecv () {
     const s = this[STATE]
+    if (s.member[RECV] < 0) join(s, RECV)
     const out = attempt(s, RECV, take)
     if (out === WAIT) return EMPTY
     return decode(s, out)
+  }
+
+  /**
+   * Blocks until every message in the ring has been taken and every
+   * receiver that took some has asked for more (or left, or ended): what a
+   * sender calls before its process exits. Throws ChannelDisconnectedError
+   * if messages are left that no receiver is left to take, and
+   * ChannelTimeoutError.
+   */
+  flushSync (options) {
+    const s = this[STATE]
+    const timeout = optionsOf('Channel.flushSync', options)
+    checkCanBlock('Channel.flushSync')
+    blocking(s, 'Channel.flushSync', timeout, SEND, put, flushMessage(s))
+  }
+
+  /** flushSync without blocking: resolves once it would return. */
+  flush (options) {
+    const s = this[STATE]
+    let opts
+    try {
+      opts = asyncOptions('Channel.flush', options)
+    } catch (e) {
+      return Promise.reject(e)
+    }
+    const msg = flushMessage(s)
+    if (opts.signal === undefined || !opts.signal.aborted) {
+      try {
+        if (attempt(s, SEND, put, msg) !== WAIT) return Promise.resolve()
+      } catch (e) {
+        return Promise.reject(e)
+      }
+    }
+    return nonBlocking(s, 'Channel.flush', opts, SEND, put, msg).then(() => {})
+  }
+
+  /**
+   * Makes this thread a sender ('sender'), a receiver ('receiver') or both
+   * of the channel now, as its first send or receive would. Returns this.
+   */
+  join (role) {
+    const s = this[STATE]
+    for (const dir of sidesOf('Channel.join', role)) if (s.member[dir] < 0) join(s, dir)
+    return this
+  }
+
+  /**
+   * This thread stops being a sender / receiver / both (default) of the
+   * channel. The last sender or receiver to go (by leave, or by its thread
+   * ending) closes the channel: ChannelDisconnectedError.
+   */
+  leave (role) {
+    const s = this[STATE]
+    for (const dir of sidesOf('Channel.leave', role === undefined ? 'both' : role)) leave(s, dir)
   }
 
   /**
@@ -792,7 +1137,7 @@ class Channel {
       const old = Atomics.load(s.big, BIG)
       const lo = loOf(old)
       if ((lo & CLOSED) !== 0) return
-      const next = join((lo | CLOSED) & ~SLEEPERS, hiOf(old) & ~SLEEPERS)
+      const next = join64((lo | CLOSED) & ~SLEEPERS, hiOf(old) & ~SLEEPERS)
       if (binding.compareExchangeNotify(s.big, BIG, old, next, Infinity) === old) return
     }
   }
@@ -827,6 +1172,7 @@ class Channel {
       throw e
     }
     const s = this[STATE]
+    if (s.member[RECV] < 0) join(s, RECV)
     return {
       next () {
         // A message that is there now: one resolved promise.

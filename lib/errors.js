@@ -10,6 +10,7 @@
 //   BarrierBrokenError  ERR_BARRIER_BROKEN   a Barrier's generation was broken (a party timed out or aborted, or reset())
 //   NegativeCounterError ERR_NEGATIVE_COUNTER a WaitGroup.add / done that would take the counter below zero
 //   ChannelClosedError  ERR_CHANNEL_CLOSED   a send on a closed Channel, or a receive on a closed and drained one
+//   ChannelDisconnectedError ERR_CHANNEL_DISCONNECTED  a ChannelClosedError: the channel closed itself because every receiver (or every sender) is gone
 //   ChannelTimeoutError ERR_CHANNEL_TIMEOUT  a Channel send / receive whose timeout passed first
 //   SyncCallTimeoutError ERR_SYNC_CALL_TIMEOUT a synchronous call (createSyncFn) whose timeout passed first
 //   SyncWorkerError     ERR_SYNC_WORKER      the worker behind a synchronous call failed to start, threw, or ended
@@ -26,6 +27,7 @@ const E_BARRIER_BROKEN = 'ERR_BARRIER_BROKEN'
 const E_NEGATIVE_COUNTER = 'ERR_NEGATIVE_COUNTER'
 const E_CHANNEL_CLOSED = 'ERR_CHANNEL_CLOSED'
 const E_CHANNEL_TIMEOUT = 'ERR_CHANNEL_TIMEOUT'
+const E_CHANNEL_DISCONNECTED = 'ERR_CHANNEL_DISCONNECTED'
 const E_SYNC_CALL_TIMEOUT = 'ERR_SYNC_CALL_TIMEOUT'
 const E_SYNC_WORKER = 'ERR_SYNC_WORKER'
 const E_NO_ATOMICS = 'ERR_NO_ATOMICS'
@@ -59,6 +61,12 @@ const DeadlockError = define('DeadlockError', E_DEADLOCK, 'This thread already h
 const BarrierBrokenError = define('BarrierBrokenError', E_BARRIER_BROKEN, 'The barrier is broken: a party timed out or aborted, or it was reset')
 const NegativeCounterError = define('NegativeCounterError', E_NEGATIVE_COUNTER, 'The counter would go below zero')
 const ChannelClosedError = define('ChannelClosedError', E_CHANNEL_CLOSED, 'The channel is closed')
+// A ChannelClosedError (iteration ends on it, code that catches the closed
+// case catches it) with its own name and code.
+class ChannelDisconnectedError extends ChannelClosedError {}
+Object.defineProperty(ChannelDisconnectedError, 'name', { value: 'ChannelDisconnectedError' })
+Object.defineProperty(ChannelDisconnectedError.prototype, 'name', { value: 'ChannelDisconnectedError', writable: true, configurable: true })
+Object.defineProperty(ChannelDisconnectedError.prototype, 'code', { value: E_CHANNEL_DISCONNECTED, writable: true, configurable: true })
 const ChannelTimeoutError = define('ChannelTimeoutError', E_CHANNEL_TIMEOUT, 'The timeout passed first')
 const SyncCallTimeoutError = define('SyncCallTimeoutError', E_SYNC_CALL_TIMEOUT, 'The synchronous call did not return within its timeout')
 const SyncWorkerError = define('SyncWorkerError', E_SYNC_WORKER, 'The worker behind the synchronous call is gone')
@@ -76,6 +84,7 @@ module.exports = {
   BarrierBrokenError,
   NegativeCounterError,
   ChannelClosedError,
+  ChannelDisconnectedError,
   ChannelTimeoutError,
   SyncCallTimeoutError,
   SyncWorkerError,
@@ -89,6 +98,7 @@ module.exports = {
   E_NEGATIVE_COUNTER,
   E_CHANNEL_CLOSED,
   E_CHANNEL_TIMEOUT,
+  E_CHANNEL_DISCONNECTED,
   E_SYNC_CALL_TIMEOUT,
   E_SYNC_WORKER,
   E_NO_ATOMICS,
