@@ -143,6 +143,16 @@ export declare function initAsync(deliver: unknown): number
 export declare function isThreadAlive(threadId: number): boolean
 
 /**
+ * One step of an async wait for the lock word `ta[index]` by thread `me`
+ * that is never handed the lock, only woken to compete (a waiter whose
+ * thread may block elsewhere meanwhile): takes it now (returns 0, or -1
+ * from a dead owner), or queues an async waiter in `slot` and returns its
+ * sequence number. Its promise settles with 'ok' (look again) or
+ * 'timed-out'.
+ */
+export declare function lockCompeteAsync(ta: unknown, index: number, me: number, timeout: number, slot: number): number
+
+/**
  * The contended unlock of the lock word `ta[index]` by `me`: hands the
  * lock to the oldest waiter if it has waited long enough, else releases it
  * and wakes that waiter. False if `me` does not hold it (nothing changed).

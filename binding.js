@@ -848,6 +848,7 @@ module.exports.conditionWaitRelock = nativeBinding.conditionWaitRelock
 module.exports.diagnostics = nativeBinding.diagnostics
 module.exports.initAsync = nativeBinding.initAsync
 module.exports.isThreadAlive = nativeBinding.isThreadAlive
+module.exports.lockCompeteAsync = nativeBinding.lockCompeteAsync
 module.exports.lockRelease = nativeBinding.lockRelease
 module.exports.lockTry = nativeBinding.lockTry
 module.exports.lockWait = nativeBinding.lockWait

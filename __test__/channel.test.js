@@ -302,6 +302,43 @@ describe('Channel: a message is what it was at the call', () => {
   })
 })
 
+describe('Channel: an async call is never handed a side\'s lock', () => {
+  test('a sendAsync queued for the senders\' lock, while its thread blocks on another channel, does not hold up the thread it waits for', { timeout: 30000 }, async () => {
+    const ch = new Channel({ bytes: 1024 })
+    const other = new Channel({ bytes: 1024 })
+    const ctl = new Int32Array(new SharedArrayBuffer(8))
+    const w = new Worker(`
+      const { workerData: d } = require('worker_threads')
+      const root = ${JSON.stringify(path.join(__dirname, '..'))}
+      const { Channel, AsyncLock } = require(root)
+      const { internal } = require(root + '/lib/futex')
+      const ctl = new Int32Array(d.ctl)
+      const ch = new Channel(d.ch)
+      const other = new Channel(d.other)
+      const send = new AsyncLock(d.ch.buffer, 0) // the senders' lock (layout: lib/channel.js)
+      send.lock()
+      Atomics.store(ctl, 0, 1)
+      Atomics.notify(ctl, 0)
+      Atomics.wait(ctl, 1, 0) // the main thread's sendAsync is queued for the lock
+      const start = Date.now()
+      while (Date.now() - start < 5); // past the lock's fairness threshold (1 ms)
+      send.unlock()
+      ch.send('from the worker') // needs the senders' lock again
+      other.send('done')
+    `, { eval: true, workerData: { ch: ch.handle, other: other.handle, ctl: ctl.buffer } })
+    const exited = new Promise((resolve) => w.on('exit', resolve))
+    Atomics.wait(ctl, 0, 0)
+    const sent = ch.sendAsync('from the main thread')
+    assert.strictEqual(futex.queueLength(new Int32Array(ch.handle.buffer, 0, 2), 0), 1, 'queued for the lock')
+    Atomics.store(ctl, 1, 1)
+    Atomics.notify(ctl, 1)
+    assert.strictEqual(other.recv({ timeout: 10000 }), 'done')
+    await sent
+    assert.deepStrictEqual([ch.recv(), ch.recv()].sort(), ['from the main thread', 'from the worker'])
+    await exited
+  })
+})
+
 describe('Channel: flush', () => {
   test('flushSync returns once every message is taken and its receiver has asked for more', { timeout: 60000 }, async () => {
     const ch = new Channel({ bytes: 4096, codec: 'string' })

@@ -56,8 +56,9 @@ const {
 const { show, timeoutOf, asyncOptions, deadlineOf, timeLeft } = require('./options')
 const { itemBytes, writeItem, readItem } = require('./wire')
 
-const { cancelAsync, threadEnds, waitWatching, enqueueWatchingAsync, isThreadAlive } = futex.internal
-const { viewOf, WORD, ME } = lockInternal
+const { cancelAsync, threadEnds, waitWatching, enqueueWatchingAsync, isThreadAlive, lockCompeteAsync } = futex.internal
+const { viewOf, WORD, ME, PROTOCOL } = lockInternal
+const { acquire } = require('./acquire')
 const LOCKED_BY_ME = ME * 2 // the lock word of a lock this thread holds, nobody queued
 
 // Each lock on a cache line of its own (64 bytes), and STATE with the
@@ -867,18 +868,37 @@ function sleepAsync (s, v, ends, timeout, signal) {
   })
 }
 
+// A side's lock for an async call: the AsyncLock's protocol, except that
+// its waiter is only ever woken to compete, never handed the lock. This
+// thread may be blocked elsewhere when the lock comes free (in a receive of
+// another channel, waiting for the very thread that needs this side next),
+// and a lock handed to it would stay held until it runs again.
+const COMPETING = Object.assign({}, PROTOCOL, {
+  park (ta, waited, remaining) {
+    const q = lockCompeteAsync(ta, WORD, ME, remaining)
+    return q === 0 ? ACQUIRED : q === -1 ? OWNER_DIED : q
+  }
+})
+const NO_LIMIT = { timeout: Infinity, signal: undefined }
+
+function lockSideAsync (s, dir, signal) {
+  const ta = s.lockWords[dir]
+  const opts = signal === undefined ? NO_LIMIT : { timeout: Infinity, signal }
+  if (COMPETING.now(ta, opts)) return Promise.resolve(ACQUIRED)
+  return acquire(COMPETING, ta, opts, 'Channel')
+}
+
 async function nonBlocking (s, what, opts, dir, step, arg) {
   const signal = opts.signal
   if (signal !== undefined && signal.aborted) throw abortError(signal)
   const deadline = deadlineOf(opts.timeout)
   const lock = s.locks[dir]
-  const lockOptions = signal === undefined ? undefined : { signal }
   for (;;) {
     let v = null
     let ends = 0
-    const release = await lock.lockAsync(lockOptions)
+    const status = await lockSideAsync(s, dir, signal)
     try {
-      if (release.ownerDied) recover(s)
+      if (status === OWNER_DIED) recover(s)
       for (;;) {
         const result = step(s, arg)
         if (result !== WAIT) return result
@@ -891,7 +911,7 @@ async function nonBlocking (s, what, opts, dir, step, arg) {
         if (v !== null) break
       }
     } finally {
-      release()
+      lock.unlock()
     }
     // The lock is free while this waiter sleeps.
     const slept = sleepAsync(s, v, ends, timeLeft(deadline), signal)

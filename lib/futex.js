@@ -437,6 +437,12 @@ function lockAsync (ta, index, me, waited, timeout) {
   return parkAsync(ta, (slot) => binding.lockWaitAsync(ta, index, me, waited, timeout, slot))
 }
 
+// The lock word ta[index], by owner `me`, for a waiter that is only ever
+// woken to compete, never handed the lock: 0 / -1 as lockAsync.
+function lockCompeteAsync (ta, index, me, timeout) {
+  return parkAsync(ta, (slot) => binding.lockCompeteAsync(ta, index, me, timeout, slot))
+}
+
 // `n` permits of the semaphore at ta[index], by a caller that has waited
 // `waited` ms: 0 if it took them now.
 function semaphoreAsync (ta, index, n, waited, timeout) {
@@ -629,6 +635,7 @@ module.exports = {
     waitWatching,
     enqueueWatchingAsync,
     lockAsync,
+    lockCompeteAsync,
     semaphoreAsync,
     conditionAsync,
     conditionRelocked,

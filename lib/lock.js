@@ -223,5 +223,5 @@ function heldByThisThread (ta) {
 module.exports = {
   AsyncLock,
   // Internal, for Condition.
-  internal: { viewOf, heldByThisThread, acquireBlocking, acquireAsync, release, WORD, ME }
+  internal: { viewOf, heldByThisThread, acquireBlocking, acquireAsync, release, WORD, ME, PROTOCOL }
 }

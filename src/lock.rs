@@ -77,6 +77,20 @@ pub fn lock_wait(env: Env, ta: Unknown, index: f64, me: u32, timeout: f64) -> Re
     Ok(code(r))
 }
 
+/// The owner's token of an async lock waiter in `slot` whose deadline is
+/// `at`. Next to a holder from another copy of the addon (`foreign`), it
+/// times out after the safety slice (JS then queues again, its own deadline
+/// permitting): `at` is moved up to it, and the token says so.
+fn async_token(slot: u32, at: &mut Option<Instant>, foreign: bool) -> u64 {
+    let slice = Instant::now() + LOCK.safety_slice;
+    let sliced = foreign && at.is_none_or(|d| slice < d);
+    if sliced {
+        *at = Some(slice);
+    }
+    let token = Token::new(slot, true, at.is_some());
+    if sliced { token.sliced() } else { token }.0
+}
+
 /// One step of an async acquisition by thread `me`, whose caller has waited
 /// `waited` ms so far: takes the lock word `ta[index]` now (returns 0, or -1
 /// if it was taken from a dead owner), or queues an async waiter in `slot`
@@ -101,20 +115,32 @@ pub fn lock_wait_async(
     let since =
         Instant::now().checked_sub(Duration::from_secs_f64(waited.max(0.0) / 1000.0)).unwrap_or_else(Instant::now);
     let mut at = deadline(timeout);
-    // Next to a holder from another copy of the addon, time out after the
-    // safety slice (JS then queues again, its own deadline permitting).
-    let token = |foreign: bool| {
-        let slice = Instant::now() + LOCK.safety_slice;
-        let sliced = foreign && at.is_none_or(|d| slice < d);
-        if sliced {
-            at = Some(slice);
-        }
-        let token = Token::new(slot, true, at.is_some());
-        if sliced { token.sliced() } else { token }.0
-    };
+    let token = |foreign: bool| async_token(slot, &mut at, foreign);
     // SAFETY: the array argument keeps the word alive during the call, and
     // the JS layer keeps it alive while the waiter is queued.
     match unsafe { LOCK.lock_async(&TABLE, key, me, since, owner.clone(), token) } {
+        Ok(ticket) => Ok(queued(&owner, ticket, at)),
+        Err(Acquired::OwnerDied) => Ok(-1.0),
+        Err(_) => Ok(0.0),
+    }
+}
+
+/// One step of an async wait for the lock word `ta[index]` by thread `me`
+/// that is never handed the lock, only woken to compete (a waiter whose
+/// thread may block elsewhere meanwhile): takes it now (returns 0, or -1
+/// from a dead owner), or queues an async waiter in `slot` and returns its
+/// sequence number. Its promise settles with 'ok' (look again) or
+/// 'timed-out'.
+#[napi(js_name = "lockCompeteAsync")]
+pub fn lock_compete_async(env: Env, ta: Unknown, index: f64, me: u32, timeout: f64, slot: u32) -> Result<f64> {
+    let owner = this_resolver(slot)?;
+    // SAFETY: handles of this call.
+    let key = unsafe { word(&env, &ta, index)? };
+    let mut at = deadline(timeout);
+    let token = |foreign: bool| async_token(slot, &mut at, foreign);
+    // SAFETY: the array argument keeps the word alive during the call, and
+    // the JS layer keeps it alive while the waiter is queued.
+    match unsafe { LOCK.lock_async_competing(&TABLE, key, me, owner.clone(), token) } {
         Ok(ticket) => Ok(queued(&owner, ticket, at)),
         Err(Acquired::OwnerDied) => Ok(-1.0),
         Err(_) => Ok(0.0),

@@ -48,6 +48,14 @@
 //!   lock is free, a handoff is handed on as the dead thread's unlock would
 //!   (it never ran its critical section), an owner-died handoff goes on as
 //!   such (the death still has to be reported once).
+//! * **waiters that only compete** ([`RawLock::lock_async_competing`]): an
+//!   async waiter whose thread may be blocked elsewhere when the lock comes
+//!   free (a channel's async send, while its thread blocks in a receive)
+//!   must never be handed the lock: nobody could release it until that
+//!   thread runs again. Such a waiter is only ever woken to compete: an
+//!   unlock wakes every one of them ahead of the first other waiter, and
+//!   that one as before; a thread's end wakes them and hands a dead owner's
+//!   lock to the first other waiter, or leaves it to be taken over.
 //! * **another table** ([`OwnerState::Foreign`]): a holder that uses another
 //!   copy of the table unlocks through that copy, which neither sees nor
 //!   wakes our waiters and may clear `C`. A waiter that parks next to such a
@@ -61,7 +69,7 @@ use std::time::{Duration, Instant};
 
 use crate::sync::Arc;
 use crate::sync::{AtomicU32, Ordering::SeqCst};
-use crate::table::{Key, Owner, Park, ParkToken, Protocol, Ticket, UnparkResult, UnparkToken, WaitResult, WaitTable};
+use crate::table::{FilterOp, Key, Owner, Park, ParkToken, Protocol, Ticket, UnparkToken, WaitResult, WaitTable};
 
 /// The "waiters queued" bit.
 pub const C: u32 = 1;
@@ -74,6 +82,13 @@ pub const TOKEN_HANDOFF: UnparkToken = 1;
 /// Woken holding the lock, taken from a thread that ended holding it.
 pub const TOKEN_OWNER_DIED: UnparkToken = 2;
 const KIND: UnparkToken = 3;
+
+/// The park-token bit of a waiter that only competes (above any thread id).
+pub const COMPETES: ParkToken = 1 << 40;
+
+fn competes(token: ParkToken) -> bool {
+    token & COMPETES != 0
+}
 
 /// How a lock attempt ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,6 +198,34 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawLock<D> {
 
     fn park_of(&'static self, me: u32, since: Instant) -> Park {
         Park { protocol: self, token: me as ParkToken, since }
+    }
+
+    /// [`lock_async`](Self::lock_async) for a waiter that is never handed
+    /// the lock, only woken to compete for it (see the module's docs): its
+    /// outcome is always a retry ([`TOKEN_RETRY`]) or a timeout.
+    ///
+    /// # Safety
+    /// As for [`lock_async`](Self::lock_async).
+    pub unsafe fn lock_async_competing(
+        &'static self,
+        table: &WaitTable,
+        key: Key,
+        me: u32,
+        owner: Arc<dyn Owner>,
+        token: impl FnOnce(bool) -> u64,
+    ) -> Result<Ticket, Acquired> {
+        // SAFETY: the caller's duty.
+        let word = unsafe { word(key) };
+        let mut done = Acquired::Acquired;
+        let validate = |queued| match self.validate(word, me, false, queued) {
+            Step::Park { foreign } => Some(token(foreign)),
+            Step::Done(r) => {
+                done = r;
+                None
+            }
+        };
+        let park = Park { protocol: self, token: me as ParkToken | COMPETES, since: Instant::now() };
+        table.park_async(key, validate, park, owner).ok_or(done)
     }
 
     /// Blocks until the lock at `key` is held by `me` (see [`Acquired`]).
@@ -355,27 +398,49 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawLock<D> {
     /// nothing if the word no longer names `from`. Nobody but its holder
     /// changes a held word outside the bucket lock, so the stores are safe.
     fn hand_on(&self, table: &WaitTable, key: Key, word: &AtomicU32, from: u32, kind: UnparkToken) {
-        table.unpark_one_if(key, |r: UnparkResult| {
+        // The waiters woken: every one that only competes ahead of the
+        // first other one, and that one (the heir, with since when it waits).
+        let heir = std::cell::Cell::new(None);
+        let filter = |token: ParkToken, since: Instant| {
+            if heir.get().is_some() {
+                return FilterOp::Stop;
+            }
+            if !competes(token) {
+                heir.set(Some((token, since)));
+            }
+            FilterOp::Unpark
+        };
+        table.unpark_filter(key, filter, |tokens: &[ParkToken], have_more| {
             if owner_of(word.load(SeqCst)) != from {
                 return None;
             }
-            let c = if r.have_more { C } else { 0 };
-            let fair = |since: Option<Instant>| since.is_some_and(|s| s.elapsed() >= self.fair_after);
-            match r.unparked {
+            let c = if have_more { C } else { 0 };
+            let fair = |since: Instant| since.elapsed() >= self.fair_after;
+            let retry = |n: usize| vec![TOKEN_RETRY; n];
+            match heir.get() {
                 Some((heir, since)) if kind == TOKEN_OWNER_DIED || fair(since) => {
                     word.store(((heir as u32) << 1) | c, SeqCst);
-                    Some(handed(heir, kind))
+                    let mut out = retry(tokens.len() - 1);
+                    out.push(handed(heir, kind));
+                    Some(out)
                 }
-                // Nobody to tell: the word keeps naming the ended thread, so
-                // the next locker takes it over and is told.
-                None if kind == TOKEN_OWNER_DIED => None,
-                Some(_) => {
+                // Nobody to tell but waiters that only compete: the word
+                // keeps naming the ended thread, so the next locker (one of
+                // them, or anyone) takes it over and is told.
+                None if kind == TOKEN_OWNER_DIED => {
+                    if tokens.is_empty() {
+                        return None;
+                    }
+                    word.store((from << 1) | c, SeqCst);
+                    Some(retry(tokens.len()))
+                }
+                _ => {
                     word.store(c, SeqCst);
-                    Some(TOKEN_RETRY)
-                }
-                None => {
-                    word.store(0, SeqCst);
-                    None
+                    if tokens.is_empty() {
+                        None
+                    } else {
+                        Some(retry(tokens.len()))
+                    }
                 }
             }
         });
@@ -423,6 +488,10 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> Protocol for RawLock<D> {
     /// which cannot run (nor unlock) while its thread is blocked here.
     fn waits_for_own(&self, me: ParkToken, queued: ParkToken) -> bool {
         me == queued
+    }
+
+    fn competes_only(&self, token: ParkToken) -> bool {
+        competes(token)
     }
 
     fn thread_ended(&self, key: Key, head: ParkToken, have_more: bool, ended: u32) -> Option<UnparkToken> {

@@ -122,6 +122,15 @@ pub trait Protocol: Sync {
         false
     }
 
+    /// Whether the waiter with park token `token` only competes, and is
+    /// never handed anything: [`WaitTable::thread_ended`] wakes such
+    /// waiters ahead of the first other one (with [`TOKEN_NORMAL`]) and
+    /// shows that one to [`thread_ended`](Self::thread_ended) as the head.
+    fn competes_only(&self, token: ParkToken) -> bool {
+        let _ = token;
+        false
+    }
+
     /// Under `key`'s bucket lock, before a *blocking* waiter with park token
     /// `me` is validated: whether it would wait for ever because of the
     /// queued *async* waiter of this protocol with park token `queued`. An
@@ -1030,6 +1039,21 @@ impl WaitTable {
                         .map(|(seq, _)| seq)
                         .collect();
                     for seq in watchers {
+                        let waiter = q.waiters.remove(seq).expect("found under the same lock");
+                        if matches!(waiter, Waiter::Async(..)) {
+                            self.queued_async.fetch_sub(1, Ordering::Relaxed);
+                        }
+                        woken.push((q.key, wake(waiter, TOKEN_NORMAL)));
+                    }
+                    // Waiters that only compete, ahead of the head: woken to look again.
+                    let ahead: Vec<u64> = q
+                        .waiters
+                        .iter()
+                        .filter(|(_, w)| w.is_live())
+                        .take_while(|(_, w)| w.park().is_some_and(|p| p.protocol.competes_only(p.token)))
+                        .map(|(seq, _)| seq)
+                        .collect();
+                    for seq in ahead {
                         let waiter = q.waiters.remove(seq).expect("found under the same lock");
                         if matches!(waiter, Waiter::Async(..)) {
                             self.queued_async.fetch_sub(1, Ordering::Relaxed);

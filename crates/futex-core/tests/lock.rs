@@ -156,3 +156,70 @@ fn a_blocking_lock_behind_its_own_threads_async_acquisition_is_a_deadlock() {
         assert_eq!(waiter.join().unwrap(), Acquired::Acquired);
     });
 }
+
+/// Records the outcomes of its async waiters.
+#[derive(Default)]
+struct Outcomes(std::sync::Mutex<Vec<futex_core::AsyncOutcome>>);
+
+impl futex_core::Owner for Outcomes {
+    fn is_alive(&self) -> bool {
+        true
+    }
+    fn complete(&self, _key: Key, _token: u64, outcome: futex_core::AsyncOutcome) {
+        self.0.lock().unwrap().push(outcome);
+    }
+}
+
+#[test]
+fn a_waiter_that_only_competes_is_never_handed_the_lock_and_the_next_one_is() {
+    use futex_core::lock::{kind, TOKEN_RETRY};
+    let table = WaitTable::new(1);
+    let w = word(B << 1);
+    let outcomes = Arc::new(Outcomes::default());
+    let owner: Arc<dyn futex_core::Owner> = outcomes.clone();
+    // SAFETY: the word is leaked.
+    let queued = unsafe { LOCK.lock_async_competing(&table, key(w), A, owner.clone(), |_| 1) };
+    assert!(queued.is_ok(), "B holds the lock: A's waiter queues");
+    // A's own blocking lock is no deadlock: the lock is never handed to A's
+    // async waiter, which could not use it while A blocks.
+    let (b, tb) = (w, &table);
+    thread::scope(|s| {
+        let blocked = s.spawn(move || lock(tb, b, A, Some(Instant::now() + HANG)));
+        wait_until("A's blocking lock is queued", || tb.len(key(b)) == 2);
+        thread::sleep(Duration::from_millis(5)); // both have waited past fair_after
+        unlock(tb, b, B);
+        // The competing waiter is woken to compete; the blocking one behind
+        // it, having waited long enough, is handed the lock.
+        assert_eq!(blocked.join().unwrap(), Acquired::Acquired);
+        assert_eq!(w.load(SeqCst) >> 1, A);
+    });
+    let got = outcomes.0.lock().unwrap().clone();
+    assert!(matches!(got[..], [futex_core::AsyncOutcome::Unparked(t, _)] if kind(t) == TOKEN_RETRY), "{got:?}");
+}
+
+#[test]
+fn a_dead_owners_lock_goes_to_the_first_waiter_that_takes_handoffs() {
+    use futex_core::lock::{kind, TOKEN_OWNER_DIED, TOKEN_RETRY};
+    use futex_core::Protocol;
+    let table = WaitTable::new(1);
+    let w = word(B << 1);
+    let outcomes = Arc::new(Outcomes::default());
+    let owner: Arc<dyn futex_core::Owner> = outcomes.clone();
+    // SAFETY: the word is leaked.
+    unsafe {
+        LOCK.lock_async_competing(&table, key(w), A, owner.clone(), |_| 1).expect("queued");
+        LOCK.lock_async(&table, key(w), 3, Instant::now(), owner.clone(), |_| 2).expect("queued");
+    }
+    assert!(LOCK.competes_only(futex_core::lock::COMPETES | A as u64));
+    table.thread_ended(B);
+    let got = outcomes.0.lock().unwrap().clone();
+    let kinds: Vec<_> = got
+        .iter()
+        .map(|o| match o {
+            futex_core::AsyncOutcome::Unparked(t, _) => kind(*t),
+            _ => 99,
+        })
+        .collect();
+    assert_eq!(kinds, vec![TOKEN_RETRY, TOKEN_OWNER_DIED]);
+    assert_eq!(w.load(SeqCst) >> 1, 3, "handed to the waiter behind the competing one");
+}
