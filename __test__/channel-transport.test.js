@@ -1,0 +1,46 @@
+'use strict'
+// A real program on the Channel: a log transport (the main thread sends
+// JSON lines, a worker appends them to a file), run as its own process with
+// a hard timeout. Everything sent is in the file when the process exits,
+// however it exits, once the sender flushes (docs/channel.md, "Before the
+// process exits"); a transport that crashes makes the sender's next send
+// throw ChannelDisconnectedError instead of blocking it for ever.
+const assert = require('assert')
+const fs = require('fs')
+const os = require('os')
+const path = require('path')
+const { test, describe } = require('./harness')
+const { runChild, transcript } = require('./util')
+
+const MAIN = path.join(__dirname, 'fixtures', 'transport', 'main.js')
+const LINES = 100000
+
+function run (end, crashAt) {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'shared-futex-transport-')), 'app.log')
+  return runChild([MAIN, file, String(LINES), end].concat(crashAt ? [String(crashAt)] : []), { timeoutMs: 60000 }).then((r) => {
+    const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : ''
+    fs.unlinkSync(file)
+    fs.rmdirSync(path.dirname(file))
+    const lines = text.split('\n').filter(Boolean)
+    return { r, lines }
+  })
+}
+
+describe('Channel: a log transport', () => {
+  for (const end of ['return', 'exit']) {
+    test(`every line is in the file when the process ends (${end === 'exit' ? 'process.exit() right after the last send' : 'the script ends'}): flushSync in an exit handler`, { timeout: 70000 }, async () => {
+      const { r, lines } = await run(end)
+      assert.ok(!r.timedOut && r.code === 0, transcript(r))
+      assert.strictEqual(lines.length, LINES)
+      assert.ok(lines.every((l, i) => JSON.parse(l).msg === `line ${i}`), 'in order, intact')
+    })
+  }
+
+  test('a transport that crashes: the next send throws ChannelDisconnectedError, the process exits', { timeout: 70000 }, async () => {
+    const { r, lines } = await run('return', 5000)
+    assert.ok(!r.timedOut && r.code === 0, transcript(r))
+    assert.match(r.stdout, /^send: ChannelDisconnectedError after \d+ lines$/m)
+    assert.match(r.stdout, /^flush: ChannelDisconnectedError$/m, 'the lines left in the ring are reported lost')
+    assert.ok(lines.length >= 5000 && lines.length < LINES)
+  })
+})
