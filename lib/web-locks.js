@@ -282,8 +282,7 @@ function onStolen (s) {
   const hold = fastHolds[s]
   if (hold === undefined || hold === SYNC_HOLD) return
   fastHolds[s] = undefined
-  hold.stolen = true
-  hold.reject(stolenError())
+  stolen(hold)
 }
 
 // Registers `hold` (or SYNC_HOLD), which took slot `s` on the fast path
@@ -318,13 +317,32 @@ function releaseClaimed (name, s) {
 
 // A release on this thread granted requests of this copy (the slots of
 // their grant waiters, which the addon handed back instead of delivering
-// them through the event loop): they run after what is settling now, in
-// the same turn.
+// them through the event loop): granted now, in grant order, each queuing
+// the task of its callback.
 function handOver (granted) {
   if (granted === true || granted === false) return
-  RESOLVED.then(() => {
-    for (let i = 0; i < granted.length; i++) webLockGranted(granted[i])
-  })
+  for (let i = 0; i < granted.length; i++) webLockGranted(granted[i])
+}
+
+// --- the lock tasks of this thread -------------------------------------------
+// The spec runs a granted request's callback (or an ifAvailable request's
+// callback with null) in a task it queues on the requesting thread's event
+// loop; here each is an immediate of Node's own setImmediate, so every
+// microtask queued before it runs first, and the microtasks of one callback
+// run before the next callback. `tasks` counts the ones queued and not yet
+// run: a released request's promise is settled in a task queued after them
+// while there are any (docs/web-locks.md, "When the callback runs, and when
+// the promise settles").
+let tasks = 0
+
+function queueTask (step, hold) {
+  tasks++
+  setImmediate(runTask, step, hold)
+}
+
+function runTask (step, hold) {
+  tasks--
+  step(hold)
 }
 
 // --- requests -------------------------------------------------------------------
@@ -348,8 +366,21 @@ class Hold {
     this.reject = reject
     this.granted = false // the callback was invoked (the signal is ignored from then on)
     this.stolen = false // the steal's news arrived (the promise is rejected)
+    this.ended = false // the promise is settled
+    this.ok = true // how it settles once its lock is released, when that waits for a task
+    this.value = undefined
   }
 }
+
+// Settles the request's promise. Once per request.
+function end (hold, ok, value) {
+  if (hold.ended) return
+  hold.ended = true
+  if (ok) hold.resolve(value)
+  else hold.reject(value)
+}
+
+const endLater = (hold) => end(hold, hold.ok, hold.value)
 
 // Releases the lock: false if it was not held any more (stolen, and the
 // news is on its way or here already); else true, or requests of this copy
@@ -364,21 +395,25 @@ function release (hold) {
 
 function stolen (hold) {
   hold.stolen = true
-  hold.reject(stolenError())
+  end(hold, false, stolenError())
 }
 
-// The spec's steps once the lock is granted, on this thread: the signal,
-// then the callback; the lock is released when its result settles, and the
-// request's promise settles as that result (rejects if the lock was stolen
-// meanwhile, even if the news is still on its way).
+// The lock is granted: the spec's steps run in a task of this thread.
 function granted (hold) {
-  const signal = hold.signal
-  if (signal !== undefined) {
-    if (signal.aborted) {
+  queueTask(runGranted, hold)
+}
+
+// The spec's steps for a granted lock, in their task: the signal, then the
+// callback; the lock is released when its result settles, and the request's
+// promise settles as that result (rejects if the lock was stolen meanwhile,
+// even if the news is still on its way).
+function runGranted (hold) {
+  if (hold.signal !== undefined) {
+    if (hold.signal.aborted) {
       handOver(release(hold))
       return
     }
-    signal.removeEventListener('abort', hold.onAbort)
+    unlisten(hold)
   }
   hold.granted = true
   let result
@@ -396,12 +431,19 @@ function granted (hold) {
   }
 }
 
+// The callback's result settled: the spec's "release the lock" (which
+// grants the requests it can, queuing the tasks of their callbacks), then
+// the request's promise settles as that result: at once, or, while tasks of
+// this thread's lock callbacks or settlements are queued (those of the
+// requests just granted among them), in a task queued after them.
 function settle (hold, ok, value) {
   const r = release(hold)
   if (r === false) return stolen(hold)
-  if (ok) hold.resolve(value)
-  else hold.reject(value)
   handOver(r)
+  if (tasks === 0) return end(hold, ok, value)
+  hold.ok = ok
+  hold.value = value
+  queueTask(endLater, hold)
 }
 
 // Signal to abort the request: out of its queue if still there, and the
@@ -421,14 +463,22 @@ function listen (hold) {
       hold.grantSlot = -1
       hold.stealSlot = -1
     }
-    hold.reject(reasonOf(signal))
+    end(hold, false, reasonOf(signal))
   }
   signal.addEventListener('abort', hold.onAbort)
 }
 
-// ifAvailable and not grantable: the callback gets null (in `made`'s microtask).
+function unlisten (hold) {
+  if (hold.onAbort !== null) hold.signal.removeEventListener('abort', hold.onAbort)
+}
+
+// ifAvailable and not grantable: the callback gets null, in a task.
 function notAvailable (hold) {
-  hold.resolve(invoke(hold.callback, null))
+  queueTask(runNotAvailable, hold)
+}
+
+function runNotAvailable (hold) {
+  invoke(hold.callback, null).then((v) => end(hold, true, v), (e) => end(hold, false, e))
 }
 
 // Request a lock: the spec's steps from "request a lock" on, once the
@@ -523,10 +573,6 @@ function made (hold) {
   webLockDrop(hold.stealSlot) // NOT_AVAILABLE: neither
   unlisten(hold)
   notAvailable(hold)
-}
-
-function unlisten (hold) {
-  if (hold.onAbort !== null) hold.signal.removeEventListener('abort', hold.onAbort)
 }
 
 // A requestSync granted on the fast path at slot `s`: runs fn, releases.
