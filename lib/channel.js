@@ -579,12 +579,15 @@ const SIDE_NAMES = ['receiver', 'sender']
 
 // This thread's membership of a channel's sides, shared by every Channel
 // object of its buffer in this copy of the module: [slot index or -1, …] by
-// side (RECV, SEND).
+// side (RECV, SEND; SLOTS: a member without a slot), then whether its
+// receiver slot has BUSY (so that a stream of receives touches it only when
+// the ring runs empty).
 const memberships = new WeakMap()
+const IS_BUSY = 2
 function membership (buffer) {
   let m = memberships.get(buffer)
   if (m === undefined) {
-    m = [-1, -1]
+    m = [-1, -1, false]
     memberships.set(buffer, m)
   }
   return m
@@ -659,6 +662,7 @@ function leave (s, dir) {
   const slot = s.member[dir]
   if (slot < 0) return
   s.member[dir] = -1
+  if (dir === RECV) s.member[IS_BUSY] = false
   if (slot < SLOTS) {
     const i = slotBase(dir) + slot
     const v = Atomics.load(s.st, i)
@@ -681,16 +685,18 @@ function closedError (s, what) {
 // when it asks for more and finds none (or the end): a flush waits for the
 // ring to be empty and for every receiver that took from it to be back.
 function markBusy (s) {
-  const slot = s.member[RECV]
-  if (slot < 0 || slot >= SLOTS) return
-  const i = slotBase(RECV) + slot
+  const m = s.member
+  if (m[IS_BUSY] || m[RECV] < 0 || m[RECV] >= SLOTS) return
+  m[IS_BUSY] = true
+  const i = slotBase(RECV) + m[RECV]
   const v = Atomics.load(s.st, i)
   if ((v & BUSY) === 0 && (v & ID) === ME) Atomics.compareExchange(s.st, i, v, v | BUSY)
 }
 function markIdle (s) {
-  const slot = s.member[RECV]
-  if (slot < 0 || slot >= SLOTS) return
-  const i = slotBase(RECV) + slot
+  const m = s.member
+  if (!m[IS_BUSY]) return
+  m[IS_BUSY] = false
+  const i = slotBase(RECV) + m[RECV]
   for (;;) {
     const v = Atomics.load(s.st, i)
     if ((v & BUSY) === 0 || (v & ID) !== ME) return
