@@ -1351,7 +1351,7 @@ fn semaphore_weighted_park_vs_releases() {
 // queued.
 
 use futex_core::condvar::{Waited, W as WAITING};
-use futex_core::RawCondvar;
+use futex_core::{presence_slot, RawCondvar};
 
 static CONDVAR: RawCondvar = RawCondvar;
 
@@ -1452,6 +1452,21 @@ fn condvar_notify_to_a_stopping_sleeper_is_passed_on() {
     });
 }
 
+/// A leaked condition word whose presence slot is not the lock word's. The
+/// slot comes from the address, which differs between loom's runs of one
+/// model: where the two shared one in some runs only, `notify`'s presence
+/// check took other branches in those runs, and loom, which replays a run's
+/// prefix to explore the next, failed on its own (an internal assertion),
+/// depending on the heap's layout left by the tests run before.
+fn cond_word(lock_word: &AtomicU32) -> &'static AtomicU32 {
+    loop {
+        let cond: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+        if presence_slot(key_of(cond)) != presence_slot(key_of(lock_word)) {
+            return cond;
+        }
+    }
+}
+
 /// A blocking `Condition.wait` with its relock (`RawCondvar::wait_relock`)
 /// by `me`, with the lock at `lock_word`, stopping once `stop` is set. If it
 /// returns holding the lock, it does what a caller's predicate loop does
@@ -1505,7 +1520,7 @@ fn js_unlock(lock: &'static Lock, table: &WaitTable, word: &'static AtomicU32, m
 fn condvar_relock_of_a_stopping_sleeper_passes_the_wakeup_on() {
     model("condvar_relock_of_a_stopping_sleeper_passes_the_wakeup_on", || {
         let (lock, lock_word, _, table) = held_by_a(false);
-        let cond: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+        let cond = cond_word(lock_word);
         let stop: &'static loom::sync::atomic::AtomicBool =
             Box::leak(Box::new(loom::sync::atomic::AtomicBool::new(false)));
         let a = sleeper_relocking(table.clone(), cond, lock, lock_word, B, Some(stop));
@@ -1542,7 +1557,7 @@ fn condvar_wakeup_vs_stop_during_the_relock() {
     model("condvar_wakeup_vs_stop_during_the_relock", || {
         let (lock, lock_word, _, table) = held_by_a(false);
         lock_word.store(0, SeqCst);
-        let cond: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+        let cond = cond_word(lock_word);
         let stop: &'static loom::sync::atomic::AtomicBool =
             Box::leak(Box::new(loom::sync::atomic::AtomicBool::new(false)));
         let a = sleeper_relocking(table.clone(), cond, lock, lock_word, B, Some(stop));
@@ -2090,4 +2105,328 @@ fn manual_waiter_vs_two_sets_and_a_reset() {
         resetter.join().unwrap();
         assert_eq!(table.len(key(word)), 0);
     });
+}
+
+// --- the Channel's room check (lib/channel.js) -------------------------------
+//
+// The Channel is JavaScript, so this models its steps over the table: STATE
+// is one 64-bit word (lo = WRITE | CLOSED | RW, hi = READ | SW), NEED a
+// 32-bit word beside it, every `Atomics` operation SeqCst. A 32-bit
+// `Atomics.compareExchange` of one half is a compare-exchange of the 64-bit
+// word that keeps the other half (retried while only the other half moves);
+// `compareExchangeNotify` and the sleep are the addon's own calls
+// (`compare_exchange_notify_u64`, `WaitTable::wait` comparing the 64-bit word
+// under the bucket lock).
+//
+// The scene: a 16-byte ring holding 12 bytes (room 4); a sender of a 12-byte
+// frame is asleep (NEED = 12, SW set; as a thread it would only look again
+// and sleep again: there is never room for it here); a sender of an 8-byte
+// frame finds no room and goes to sleep while one receive of a 4-byte frame
+// leaves room 8: enough for it, not for NEED's 12. Nobody receives after
+// that, so that receive must wake the small sender if it is asleep, or it
+// sleeps for ever with room for its message. The model checks exactly that:
+// once the receive is done, the small sender is not queued on STATE. (It
+// cannot queue later: the receive changed STATE after any value it found no
+// room in. If it did, it would never be woken, and loom would report the
+// deadlock.) A second scene has both senders as threads under SEND.
+//
+// Each protocol is modelled twice: as it was (the receive that keeps SW
+// returns at once: loom finds the small sender stranded), and as fixed (NEED
+// read again after that compare-exchange: none stranded). Both scenes pass
+// with LOOM_MAX_PREEMPTIONS=3 as well; from 4 on, loom itself trips in the
+// two-sender scene: its `unpark` makes a thread blocked on a loom mutex
+// runnable ("expected to be able to acquire lock").
+//
+// Loom treats a SeqCst load as an acquire, which may still return an initial
+// value (not a SeqCst store) after a newer SeqCst store to the same word:
+// the words are therefore made with `new(0)` and given their first values by
+// SeqCst stores, as the Channel's constructor does with `Atomics.store`.
+
+mod channel {
+    use super::*;
+    use futex_core::wake::compare_exchange_notify_u64;
+    use loom::sync::atomic::{AtomicU32, AtomicU64};
+    use std::sync::atomic::AtomicUsize;
+
+    const CAPACITY: u32 = 16;
+    const POS: u32 = 0x3fff_ffff;
+    const CLOSED: u32 = 0x4000_0000;
+    /// RW in lo, SW in hi.
+    const SLEEPERS: u32 = 0x8000_0000;
+
+    /// The scene: WRITE and READ at the start, the frame the receive takes,
+    /// the frame the sender asleep from the start waits to send, and the
+    /// small sender's.
+    const WRITE: u32 = 12;
+    const READ: u32 = 0;
+    const TAKEN: u32 = 4;
+    const BIG: u32 = 12;
+    const SMALL: u32 = 8;
+
+    fn lo_of(v: u64) -> u32 {
+        v as u32
+    }
+    fn hi_of(v: u64) -> u32 {
+        (v >> 32) as u32
+    }
+    fn join(lo: u32, hi: u32) -> u64 {
+        (hi as u64) << 32 | lo as u64
+    }
+    /// `capacity − inUse(w, r)`: positions run over [0, 2·CAPACITY).
+    fn room(w: u32, r: u32) -> u32 {
+        CAPACITY - if w >= r { w - r } else { w + 2 * CAPACITY - r }
+    }
+    fn advance(p: u32, n: u32) -> u32 {
+        (p + n) % (2 * CAPACITY)
+    }
+
+    struct Ring {
+        state: AtomicU64,
+        need: AtomicU32,
+        table: WaitTable,
+        /// The SEND lock (an `AsyncLock` in the Channel; here only its
+        /// mutual exclusion matters).
+        send: loom::sync::Mutex<()>,
+    }
+
+    /// A ring holding 12 bytes: WRITE 12, READ 0, and `sw`, `need` as given.
+    /// The words are made with 0 and given their values by SeqCst stores
+    /// (see above). Dropped at the end of each run, as the other models'
+    /// tables are: nothing is leaked.
+    fn ring(sw: u32, need: u32) -> Arc<Ring> {
+        let ring = Arc::new(Ring {
+            state: AtomicU64::new(0),
+            need: AtomicU32::new(0),
+            table: WaitTable::new(1),
+            send: loom::sync::Mutex::new(()),
+        });
+        ring.state.store(join(WRITE, READ | sw), SeqCst);
+        ring.need.store(need, SeqCst);
+        ring
+    }
+
+    impl Ring {
+        fn key(&self) -> Key {
+            &self.state as *const AtomicU64 as Key
+        }
+        fn lo(&self) -> u32 {
+            lo_of(self.state.load(SeqCst))
+        }
+        fn hi(&self) -> u32 {
+            hi_of(self.state.load(SeqCst))
+        }
+        /// `Atomics.compareExchange` of the half at `shift` (0: lo, 32: hi),
+        /// `expected → new`: whether it took.
+        fn cas_half(&self, shift: u32, expected: u32, new: u32) -> bool {
+            let half = |v: u64| (v >> shift) as u32;
+            let other = |v: u64| v & !(0xffff_ffff_u64 << shift);
+            self.state
+                .fetch_update(SeqCst, SeqCst, |v| (half(v) == expected).then(|| other(v) | (new as u64) << shift))
+                .is_ok()
+        }
+    }
+
+    /// A send of a `size`-byte frame, as `blocking` runs it (without the
+    /// spin before the first sleep: one more look at STATE): under SEND,
+    /// `put`, and while there is no room `prepareSleep`; then a sleep on
+    /// STATE without the lock, and the same again. Whether it was sent (else
+    /// the channel was closed).
+    fn js_send(ring: &Ring, size: u32) -> bool {
+        loop {
+            let v = {
+                let _send = ring.send.lock().unwrap();
+                loop {
+                    // put
+                    let lo = ring.lo();
+                    if lo & CLOSED != 0 {
+                        return false;
+                    }
+                    let w = lo & POS;
+                    if room(w, ring.hi() & POS) >= size {
+                        // commitWrite: no receiver sleeps in these scenes (RW
+                        // clear), so one compare-exchange of lo.
+                        assert_eq!(lo & SLEEPERS, 0);
+                        if ring.cas_half(0, lo, advance(w, size)) {
+                            return true;
+                        }
+                        continue;
+                    }
+                    // prepareSleep
+                    let need = ring.need.load(SeqCst);
+                    if need == 0 || size < need {
+                        ring.need.store(size, SeqCst);
+                    }
+                    let word = ring.hi();
+                    if word & SLEEPERS == 0 && !ring.cas_half(32, word, word | SLEEPERS) {
+                        continue;
+                    }
+                    let v = ring.state.load(SeqCst);
+                    let (lo, hi) = (lo_of(v), hi_of(v));
+                    if hi & SLEEPERS != 0 && lo & CLOSED == 0 && room(lo & POS, hi & POS) < size {
+                        break v;
+                    }
+                }
+            };
+            // futex.wait(STATE, v): queued only if STATE still holds v.
+            ring.table.wait(ring.key(), || ring.state.load(SeqCst) == v, None, Duration::from_secs(1), || false);
+        }
+    }
+
+    /// `close()`: CLOSED set and both sleepers bits cleared, every sleeper
+    /// woken, in one call.
+    fn js_close(ring: &Ring) {
+        loop {
+            let old = ring.state.load(SeqCst);
+            let new = join((lo_of(old) | CLOSED) & !SLEEPERS, hi_of(old) & !SLEEPERS);
+            // SAFETY: the caller's `Arc` keeps the word alive.
+            if unsafe { compare_exchange_notify_u64(&ring.table, ring.key(), old, new, usize::MAX) } == old {
+                return;
+            }
+        }
+    }
+
+    /// A receive of the frame at READ (`take`), committed by `commitRead`.
+    /// `fixed`: after a compare-exchange that keeps SW, NEED is read again,
+    /// and if it changed the receive goes round (lib/channel.js since the
+    /// fix).
+    fn js_recv(ring: &Ring, fixed: bool) {
+        // take
+        let mut hi = ring.hi();
+        let r = hi & POS;
+        assert_ne!(r, ring.lo() & POS, "the ring holds a frame");
+        let next = advance(r, TAKEN);
+        // commitRead
+        loop {
+            if hi & SLEEPERS == 0 {
+                if ring.cas_half(32, hi, next) {
+                    return;
+                }
+                hi = ring.hi();
+                continue;
+            }
+            let need = ring.need.load(SeqCst);
+            if need != 0 {
+                let left = room(ring.lo() & POS, next);
+                if left < need {
+                    if ring.cas_half(32, hi, next | SLEEPERS) {
+                        // A sender stores its NEED before it reads the STATE
+                        // it sleeps on: a NEED stored since the load above
+                        // belongs to a sender that may have read STATE before
+                        // this compare-exchange and sleep on it with room now.
+                        // Then round again: the next pass finds the new NEED
+                        // (and wakes the senders if it fits).
+                        if !fixed || ring.need.load(SeqCst) == need {
+                            return;
+                        }
+                    }
+                    hi = ring.hi();
+                    continue;
+                }
+            }
+            // Cleared first: stopped before the call, the next receive finds
+            // SW with NEED 0 and wakes the senders.
+            ring.need.store(0, SeqCst);
+            let old = ring.state.load(SeqCst);
+            if hi_of(old) == hi {
+                let new = join(lo_of(old), next);
+                // SAFETY: the caller's `Arc` keeps the word alive.
+                if unsafe { compare_exchange_notify_u64(&ring.table, ring.key(), old, new, usize::MAX) } == old {
+                    return;
+                }
+            }
+            hi = ring.hi();
+        }
+    }
+
+    /// Runs the scene over every interleaving; returns in how many the small
+    /// sender was left asleep with room for its frame once the receive was
+    /// done.
+    fn room_check(name: &str, fixed: bool) -> usize {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let stranded = Arc::new(AtomicUsize::new(0));
+        let (counter, strandings) = (runs.clone(), stranded.clone());
+        loom::model(move || {
+            counter.fetch_add(1, SeqCst);
+            // The sender of BIG asleep: NEED noted, SW set.
+            let ring = ring(SLEEPERS, BIG);
+            let sender = {
+                let ring = ring.clone();
+                thread::spawn(move || assert!(js_send(&ring, SMALL)))
+            };
+            js_recv(&ring, fixed);
+            // Nobody receives again: a sender queued now is stranded (the
+            // count is taken under the bucket lock). Woken here so that the
+            // run ends.
+            if ring.table.len(ring.key()) != 0 {
+                assert!(room(ring.lo() & POS, ring.hi() & POS) >= SMALL, "asleep without room is no loss");
+                strandings.fetch_add(1, SeqCst);
+                ring.table.notify(ring.key(), usize::MAX);
+            }
+            sender.join().unwrap();
+            // The message went in after the one left in the ring.
+            assert_eq!(ring.lo() & POS, advance(WRITE, SMALL));
+        });
+        let (runs, stranded) = (runs.load(SeqCst), stranded.load(SeqCst));
+        eprintln!("{name}: {runs} interleavings, the small sender stranded in {stranded}");
+        assert!(runs > 1, "{name}: loom explored a single interleaving");
+        stranded
+    }
+
+    /// The protocol before the fix: the receive reads NEED (12) and finds
+    /// the room it leaves (8) too little; meanwhile the small sender notes
+    /// NEED = 8, finds SW set and no room, and sleeps on STATE; the receive
+    /// keeps SW without a wake-up. Loom must find that interleaving.
+    #[test]
+    fn channel_room_check_strands_a_smaller_sender() {
+        let stranded = room_check("channel_room_check_strands_a_smaller_sender", false);
+        assert!(stranded > 0, "loom did not find the stranded sender");
+    }
+
+    /// With NEED read again after the compare-exchange that keeps SW: the
+    /// sender notes NEED before it reads the STATE it sleeps on, so if that
+    /// read came before the compare-exchange, the second read of NEED sees
+    /// the sender's frame, and the receive wakes it.
+    #[test]
+    fn channel_room_check_reads_need_again() {
+        let stranded = room_check("channel_room_check_reads_need_again", true);
+        assert_eq!(stranded, 0, "a sender was left asleep with room for its frame");
+    }
+
+    /// Both senders as threads, starting together on a ring with no room
+    /// for either (so the big one may also note NEED before or after the
+    /// small one, or be woken and look again), and the one receive. The
+    /// small sender must send: the model joins it, so one stranded asleep
+    /// is a deadlock loom reports. Then `close()` ends the big one, which
+    /// never has room.
+    fn two_senders(name: &str, fixed: bool) {
+        model(name, move || {
+            let ring = ring(0, 0);
+            let big = {
+                let ring = ring.clone();
+                thread::spawn(move || js_send(&ring, BIG))
+            };
+            let small = {
+                let ring = ring.clone();
+                thread::spawn(move || js_send(&ring, SMALL))
+            };
+            js_recv(&ring, fixed);
+            assert!(small.join().unwrap());
+            js_close(&ring);
+            assert!(!big.join().unwrap());
+        });
+    }
+
+    /// The old protocol deadlocks: the big sender asleep first, then the
+    /// interleaving above.
+    #[test]
+    #[should_panic(expected = "deadlock")]
+    fn channel_two_senders_strand_the_smaller() {
+        two_senders("channel_two_senders_strand_the_smaller", false);
+    }
+
+    /// The fixed protocol: the small sender always sends.
+    #[test]
+    fn channel_two_senders_read_need_again() {
+        two_senders("channel_two_senders_read_need_again", true);
+    }
 }
