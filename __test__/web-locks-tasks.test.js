@@ -4,12 +4,14 @@
 // (https://w3c.github.io/web-locks/): the callback runs in a task of the
 // event loop ("process the lock request queue" queues it), never in a
 // microtask of the turn that asked; a settled callback releases its lock,
-// granting the next request, before the request's promise is resolved.
+// granting the next request, before the request's promise is resolved; and
+// one signal shared by many pending requests listens once.
 const assert = require('assert')
 const { test, describe } = require('./harness')
 const { locks } = require('../web-locks')
 
 const T = { timeout: 10000 } // a test whose promise never settles fails instead of stalling the run
+const HAS_ABORT = typeof AbortController === 'function'
 
 let unique = 0
 const uniqueName = () => `web-locks-tasks-test-${++unique}`
@@ -134,5 +136,70 @@ describe("Web Locks: a release grants the next request before the released reque
     assert.deepStrictEqual(pending.filter((l) => l.name === name), [])
     secondHeld.resolve()
     await second
+  })
+})
+
+describe('Web Locks: one listener per AbortSignal', { skip: !HAS_ABORT && 'no AbortController' }, () => {
+  test('50 requests pending on one signal: no MaxListenersExceededWarning; aborting rejects all 50 with an AbortError', T, async () => {
+    const name = uniqueName()
+    const warnings = []
+    const sentinel = deferred()
+    const onWarning = (w) => {
+      if (w.message === 'web-locks-tasks sentinel') sentinel.resolve()
+      else warnings.push(w)
+    }
+    process.on('warning', onWarning)
+    try {
+      const hold = deferred()
+      const got = deferred()
+      const holder = locks.request(name, () => { got.resolve(); return hold.promise })
+      await got.promise
+      const controller = new AbortController()
+      const callbacks = []
+      const all = []
+      for (let i = 0; i < 50; i++) {
+        all.push(locks.request(name, { signal: controller.signal }, () => { callbacks.push(i) }).then(
+          () => 'fulfilled', (e) => e))
+      }
+      // Warnings are emitted in order: once this one arrives, any before it has.
+      process.emitWarning('web-locks-tasks sentinel')
+      await sentinel.promise
+      assert.deepStrictEqual(warnings.map((w) => `${w.name}: ${w.message}`), [])
+      const { pending } = await locks.query()
+      assert.strictEqual(pending.filter((l) => l.name === name).length, 50)
+      controller.abort()
+      const results = await Promise.all(all)
+      assert.strictEqual(results.length, 50)
+      for (const r of results) assert.strictEqual(r.name, 'AbortError')
+      const after = await locks.query()
+      assert.strictEqual(after.pending.filter((l) => l.name === name).length, 0)
+      hold.resolve()
+      await holder
+      assert.deepStrictEqual(callbacks, [])
+    } finally {
+      process.removeListener('warning', onWarning)
+    }
+  })
+
+  test('the listener is removed once no request on the signal is pending', T, async () => {
+    const { getEventListeners } = require('events')
+    if (typeof getEventListeners !== 'function') return // Node 15.2+
+    const name = uniqueName()
+    const hold = deferred()
+    const got = deferred()
+    const holder = locks.request(name, () => { got.resolve(); return hold.promise })
+    await got.promise
+    const controller = new AbortController()
+    const all = []
+    for (let i = 0; i < 20; i++) all.push(locks.request(name, { signal: controller.signal }, () => i))
+    assert.strictEqual(getEventListeners(controller.signal, 'abort').length, 1)
+    hold.resolve()
+    await holder
+    assert.deepStrictEqual(await Promise.all(all), Array.from({ length: 20 }, (_, i) => i))
+    assert.strictEqual(getEventListeners(controller.signal, 'abort').length, 0)
+    // Granted at once: listened to until its callback's task runs, then not.
+    const p = locks.request(uniqueName(), { signal: controller.signal }, () => 'again')
+    assert.strictEqual(await p, 'again')
+    assert.strictEqual(getEventListeners(controller.signal, 'abort').length, 0)
   })
 })

@@ -360,7 +360,7 @@ class Hold {
     this.grantSlot = -1
     this.stealSlot = -1
     this.signal = signal
-    this.onAbort = null
+    this.listening = null // the signal's listener entry, while this request is in it
     this.callback = callback
     this.resolve = resolve // settle the request's promise (the lock's released promise)
     this.reject = reject
@@ -449,27 +449,63 @@ function settle (hold, ok, value) {
 // Signal to abort the request: out of its queue if still there, and the
 // promise rejects with the reason. A grant already decided finds the signal
 // aborted and releases the lock without running the callback.
+// One listener per signal, however many requests wait on it: the entry of
+// `listeners` lists them (in request order), and is removed with its listener
+// once none is left.
+const listeners = new WeakMap() // signal → { holds: Set, onAbort }
+
 function listen (hold) {
   const signal = hold.signal
-  hold.onAbort = () => {
-    if (hold.granted) return
-    signal.removeEventListener('abort', hold.onAbort)
-    if (hold.slot < 0 && binding.webLockAbort(hold.name, hold.id)) {
-      webLockCancel(hold.grantSlot)
-      webLockCancel(hold.stealSlot)
-      // Both slots are free again (another request may take them before
-      // `made` runs): nothing is left for `made` to read or drop.
-      hold.answer = null
-      hold.grantSlot = -1
-      hold.stealSlot = -1
-    }
-    end(hold, false, reasonOf(signal))
+  let entry = listeners.get(signal)
+  if (entry === undefined) {
+    entry = { holds: new Set(), onAbort: null }
+    const own = entry
+    entry.onAbort = () => abortAll(signal, own)
+    // Listening before the entry is on record: a thread stopped in between
+    // (a vm timeout) leaves a listener with nothing to do, never a request
+    // on record with no listener.
+    signal.addEventListener('abort', entry.onAbort)
+    listeners.set(signal, entry)
   }
-  signal.addEventListener('abort', hold.onAbort)
+  hold.listening = entry
+  entry.holds.add(hold)
 }
 
 function unlisten (hold) {
-  if (hold.onAbort !== null) hold.signal.removeEventListener('abort', hold.onAbort)
+  const entry = hold.listening
+  if (entry === null) return
+  hold.listening = null
+  entry.holds.delete(hold)
+  if (entry.holds.size === 0) forget(hold.signal, entry)
+}
+
+function forget (signal, entry) {
+  signal.removeEventListener('abort', entry.onAbort)
+  if (listeners.get(signal) === entry) listeners.delete(signal)
+}
+
+function abortAll (signal, entry) {
+  forget(signal, entry)
+  const holds = Array.from(entry.holds)
+  entry.holds.clear()
+  for (let i = 0; i < holds.length; i++) {
+    holds[i].listening = null
+    abort(holds[i], signal)
+  }
+}
+
+function abort (hold, signal) {
+  if (hold.granted) return
+  if (hold.slot < 0 && binding.webLockAbort(hold.name, hold.id)) {
+    webLockCancel(hold.grantSlot)
+    webLockCancel(hold.stealSlot)
+    // Both slots are free again (another request may take them before
+    // `made` runs): nothing is left for `made` to read or drop.
+    hold.answer = null
+    hold.grantSlot = -1
+    hold.stealSlot = -1
+  }
+  end(hold, false, reasonOf(signal))
 }
 
 // ifAvailable and not grantable: the callback gets null, in a task.
