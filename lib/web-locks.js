@@ -53,6 +53,33 @@ function findDOMException () {
 const DOMExceptionClass = findDOMException()
 const domError = (message, name) => new DOMExceptionClass(message, name)
 
+// --- diagnostics_channel -------------------------------------------------------
+// The events Node's own navigator.locks publishes (Node 24.15+), on the same
+// plain channels, with the same payloads (docs/web-locks.md, "Diagnostics
+// events"). Where the runtime has no diagnostics_channel (Node 12 to 14.16),
+// nothing is published.
+const channels = (() => {
+  let dc
+  try {
+    dc = require('diagnostics_channel')
+  } catch {
+    return null
+  }
+  if (dc === null || typeof dc !== 'object' || typeof dc.channel !== 'function') return null
+  const start = dc.channel('locks.request.start')
+  if (typeof start.hasSubscribers !== 'boolean' || typeof start.publish !== 'function') return null
+  return {
+    start,
+    grant: dc.channel('locks.request.grant'),
+    miss: dc.channel('locks.request.miss'),
+    end: dc.channel('locks.request.end')
+  }
+})()
+
+function publishStart (name, mode) {
+  channels.start.publish({ name, mode })
+}
+
 // --- WebIDL conversions -----------------------------------------------------
 const prefix = (what) => `Failed to execute '${what}' on 'LockManager': `
 
@@ -349,9 +376,11 @@ function runTask (step, hold) {
 // A request of this copy, once granted or queued: what the callback, the
 // release and the signal need.
 class Hold {
-  constructor (name, mode, slot, signal, callback, resolve, reject) {
+  constructor (name, mode, ifAvailable, steal, slot, signal, callback, resolve, reject) {
     this.name = name
     this.mode = mode
+    this.ifAvailable = ifAvailable
+    this.steal = steal
     this.slot = slot // on the fast path; -1: through the addon
     this.word = undefined // what the fast path's compareExchange found there (0: taken)
     this.taken = false // registered as the fast path's hold of its slot (takeFast)
@@ -366,16 +395,20 @@ class Hold {
     this.reject = reject
     this.granted = false // the callback was invoked (the signal is ignored from then on)
     this.stolen = false // the steal's news arrived (the promise is rejected)
-    this.ended = false // the promise is settled
+    this.ended = false // the promise is settled (and the end event published)
     this.ok = true // how it settles once its lock is released, when that waits for a task
     this.value = undefined
   }
 }
 
-// Settles the request's promise. Once per request.
+// Settles the request's promise, publishing the end event first (as Node
+// does, right before its promise settles). Once per request.
 function end (hold, ok, value) {
   if (hold.ended) return
   hold.ended = true
+  if (channels !== null && channels.end.hasSubscribers) {
+    channels.end.publish({ name: hold.name, mode: hold.mode, ifAvailable: hold.ifAvailable, steal: hold.steal, error: ok ? undefined : value })
+  }
   if (ok) hold.resolve(value)
   else hold.reject(value)
 }
@@ -416,6 +449,7 @@ function runGranted (hold) {
     unlisten(hold)
   }
   hold.granted = true
+  if (channels !== null && channels.grant.hasSubscribers) channels.grant.publish({ name: hold.name, mode: hold.mode })
   let result
   try {
     result = Reflect.apply(hold.callback, undefined, [new Lock(INTERNAL, hold.name, hold.mode)])
@@ -514,6 +548,7 @@ function notAvailable (hold) {
 }
 
 function runNotAvailable (hold) {
+  if (channels !== null && channels.miss.hasSubscribers) channels.miss.publish({ name: hold.name, mode: hold.mode })
   invoke(hold.callback, null).then((v) => end(hold, true, v), (e) => end(hold, false, e))
 }
 
@@ -531,7 +566,7 @@ function runNotAvailable (hold) {
 // never made and `made` undoes the set-up (the promise never settles);
 // stopped after it, `made` and the waiters finish the request.
 function requestLock (name, mode, ifAvailable, steal, signal, callback, resolve, reject) {
-  const hold = new Hold(name, mode, -1, signal, callback, resolve, reject)
+  const hold = new Hold(name, mode, ifAvailable, steal, -1, signal, callback, resolve, reject)
   RESOLVED.then(() => made(hold))
   if (signal !== undefined) listen(hold)
   if (!steal && mode === 'exclusive') {
@@ -712,18 +747,37 @@ class LockManager {
    * or rejects as the callback's result once the lock is released.
    */
   request (name, options, callback) {
+    let started = null // the request's options once its start event is published
     try {
       if (arguments.length === 2 && isPlainCall(this, name, options)) {
         const promise = new Promise(capture)
+        if (channels !== null && channels.start.hasSubscribers) {
+          // Its subscribers may make requests: `captured` is read first.
+          const { resolve, reject } = captured
+          publishStart(name, 'exclusive')
+          started = { resource: name, opts: DEFAULT_OPTIONS }
+          requestLock(name, 'exclusive', false, false, undefined, options, resolve, reject)
+          return promise
+        }
         requestLock(name, 'exclusive', false, false, undefined, options, captured.resolve, captured.reject)
         return promise
       }
       const { resource, opts, fn } = parse(this, arguments, 'request')
       if (opts.signal !== undefined && opts.signal.aborted) return Promise.reject(reasonOf(opts.signal))
       const promise = new Promise(capture)
-      requestLock(resource, opts.mode, opts.ifAvailable, opts.steal, opts.signal, fn, captured.resolve, captured.reject)
+      const { resolve, reject } = captured
+      if (channels !== null && channels.start.hasSubscribers) {
+        publishStart(resource, opts.mode)
+        started = { resource, opts }
+      }
+      requestLock(resource, opts.mode, opts.ifAvailable, opts.steal, opts.signal, fn, resolve, reject)
       return promise
     } catch (e) {
+      // A request that could not be made after its start event: its end too, as Node does.
+      if (started !== null && channels.end.hasSubscribers) {
+        const { resource, opts } = started
+        channels.end.publish({ name: resource, mode: opts.mode, ifAvailable: opts.ifAvailable, steal: opts.steal, error: e })
+      }
       return Promise.reject(e)
     }
   }
