@@ -491,7 +491,7 @@ function protocolAsync (ta, call) {
 // before the request is made, so that a thread stopped right after the
 // native call (a vm timeout) leaves nothing its continuation cannot finish:
 // `onGrant` is called with 'handoff' when the lock is granted (in the
-// delivery itself, the task the spec queues for the callback), or
+// delivery; lib/web-locks.js then queues the callback's task), or
 // 'cancelled'; `onSteal` with 'ok' if the lock is stolen while held, or
 // 'cancelled'. Sets hold.grantSlot and hold.stealSlot, each as soon as it is
 // claimed. The addon counts the waiters the request leaves pending; the
