@@ -6,6 +6,8 @@
 // A MessagePort has no back-pressure: its producer keeps at most WINDOW
 // messages in flight, by the ACK count the consumer publishes every ACK_EVERY
 // messages (a Channel's ring does that by itself).
+// d.transfer (scenario 12): the MessagePort producer transfers a fresh
+// ArrayBuffer per message instead of posting one for structured clone.
 const { now } = require('./threads')
 
 const STOP = 0
@@ -41,7 +43,14 @@ function produce (d, sink) {
   }
   let sent = 0
   while (Atomics.load(flow, STOP) === 0) {
-    sink.postMessage(d.size === 'number' ? sent : m)
+    if (d.transfer === true) {
+      // A fresh buffer each time, handed over: what a sender that no longer
+      // needs its bytes does instead of letting them be cloned.
+      const t = new Uint8Array(d.size)
+      sink.postMessage(t, [t.buffer])
+    } else {
+      sink.postMessage(d.size === 'number' ? sent : m)
+    }
     sent++
     for (;;) {
       const acked = Atomics.load(flow, ACK)

@@ -35,10 +35,16 @@ function childrenCpu () {
   return childrenCpuMs
 }
 
+// Adds the CPU time (ms) of a child that did not report it itself (the
+// spinners of lib/spinners.js).
+function addChildrenCpu (ms) {
+  childrenCpuMs += ms
+}
+
 // For a child's result line: its own CPU time so far, in ms.
 function ownCpuMs () {
   const u = process.cpuUsage()
   return (u.user + u.system) / 1000
 }
 
-module.exports = { runChild, childrenCpu, ownCpuMs }
+module.exports = { runChild, childrenCpu, addChildrenCpu, ownCpuMs }

@@ -1,9 +1,11 @@
 'use strict'
-// A worker of scenario 11 (benchmark/scenarios/channel.js). workerData:
+// A worker of scenarios 11 and 12 (benchmark/scenarios/channel.js,
+// channel-large.js). workerData:
 //   impl ('channel' | 'postMessage' | 'ringbuf.js'), role ('produce' | 'consume' | 'echo'),
 //   size (bytes of a message), handle / back (Channel handles), port / backPort
 //   (MessagePorts), rb (ringbuf.js's SharedArrayBuffer), flow (Int32Array:
-//   STOP, ACK), ms, ctl.
+//   STOP, ACK), transfer (postMessage transfers a fresh buffer per
+//   message), ms, ctl.
 const { workerData, parentPort } = require('worker_threads')
 const { Channel } = require('../..')
 const { arrive, startTime } = require('../lib/threads')
