@@ -43,6 +43,7 @@
 // mid-copy has committed nothing: a half-written frame lies beyond WRITE and
 // is overwritten, a half-read one is still at READ; the next locker is told
 // (OWNER_DIED) and checks the indices (`recover`).
+const fs = require('fs')
 const v8 = require('v8')
 const { types } = require('util')
 const { performance } = require('perf_hooks')
@@ -746,6 +747,7 @@ const canPut = (s, msg) => {
 // call, only if spinning pays in that direction (s.misses[dir]: fruitless
 // spins in a row).
 function spin (s, dir, ready, arg, blocking) {
+  if (machineBusy()) return false
   const misses = s.misses[dir]
   let budget = SPIN_MS
   if (misses >= SPIN_MISSES && !(blocking && s.blockingSpinsAlways)) {
@@ -765,6 +767,41 @@ function spin (s, dir, ready, arg, blocking) {
       s.misses[dir] = misses + 1
       return false
     }
+  }
+}
+
+// Whether every core has a runnable thread right now (Linux: the running
+// count of /proc/loadavg, looked at once per BUSY_MS at most). Then a spin
+// only takes a core from a thread that could make progress, maybe the very
+// one being waited for, and a sleeper is what the scheduler favours when it
+// is woken: on a busy machine the channel's waiters sleep at once. Elsewhere
+// (no /proc/loadavg) the answer is false, and spins adapt as before.
+const BUSY_MS = 50
+const CORES = Math.max(1, require('os').cpus().length)
+let busyUntil = -Infinity
+let busy = false
+let loadavgFd = -2 // -1: not available
+function machineBusy () {
+  const t = performance.now()
+  if (t < busyUntil) return busy
+  busyUntil = t + BUSY_MS
+  busy = runnable() > CORES
+  return busy
+}
+const loadavgBuffer = Buffer.alloc(128)
+function runnable () {
+  if (loadavgFd === -1) return 0
+  try {
+    if (loadavgFd === -2) loadavgFd = fs.openSync('/proc/loadavg', 'r')
+    const n = fs.readSync(loadavgFd, loadavgBuffer, 0, loadavgBuffer.length, 0)
+    // "0.20 0.18 0.12 3/80 11206": the fourth field's first number.
+    const text = loadavgBuffer.toString('latin1', 0, n)
+    const slash = text.indexOf('/')
+    const space = text.lastIndexOf(' ', slash)
+    return slash > 0 ? Number(text.slice(space + 1, slash)) : 0
+  } catch {
+    loadavgFd = -1
+    return 0
   }
 }
 
