@@ -219,6 +219,27 @@ describe('Channel: bad input', () => {
   })
 })
 
+describe('Channel: large frames (copied by the addon)', () => {
+  test('messages of 4 KiB and more, across the ring\'s end at many offsets, arrive intact and own their memory', () => {
+    const ch = new Channel({ bytes: 20000, codec: 'bytes' })
+    const big = new Channel({ bytes: 1 << 16 })
+    for (let round = 0; round < 40; round++) {
+      const n = 4096 + ((round * 977) % 6000)
+      const msg = bytesOf(n, round)
+      ch.send(msg)
+      msg.fill(0) // the ring holds a copy
+      const got = ch.recv()
+      assert.strictEqual(got.length, n)
+      assert.deepStrictEqual(got, bytesOf(n, round))
+      assert.strictEqual(got.buffer.byteLength, n, 'a buffer of its own')
+      assert.ok(!(got.buffer instanceof SharedArrayBuffer))
+      const value = { round, text: 'x'.repeat(n) } // a 'v8' message through v8.serialize
+      big.send(value)
+      assert.deepStrictEqual(big.recv(), value)
+    }
+  })
+})
+
 describe('Channel: the handle', () => {
   test('a buffer, a view or an unknown option is a TypeError that says what to pass, never a new unconnected ring', () => {
     const ch = new Channel({ bytes: 64 })

@@ -327,6 +327,11 @@ const advance = (s, p, n) => (p + n >= 2 * s.capacity ? p + n - 2 * s.capacity :
 // wrapping.
 function copyIn (s, at, src, n) {
   const first = s.capacity - at
+  if (n >= NATIVE_COPY) {
+    binding.copyBytes(s.u8, at, src, 0, n <= first ? n : first)
+    if (n > first) binding.copyBytes(s.u8, 0, src, first, n - first)
+    return
+  }
   if (n <= first) {
     s.u8.set(src, at)
     return
@@ -337,11 +342,25 @@ function copyIn (s, at, src, n) {
   s.u8.set(new Uint8Array(buffer, offset + first, n - first), 0)
 }
 
+// From this size on, a frame is copied into and out of the ring by the
+// addon's memmove (binding.copyBytes), into an uninitialised buffer: V8
+// copies to and from shared memory in small atomic pieces, about half as
+// fast, and zero-fills what `slice` allocates.
+const NATIVE_COPY = 4096
+
 // Copies `n` bytes at offset `at` out of the ring into a fresh Uint8Array:
 // up to 64 bytes (kept in V8's heap) and from 4 KiB on (Buffer's pool's
 // limit) a slice; in between, from Buffer's pool, which allocates those
 // sizes several times faster.
 function copyOut (s, at, n) {
+  if (n >= NATIVE_COPY) {
+    const out = Buffer.allocUnsafeSlow(n)
+    const view = new Uint8Array(out.buffer, out.byteOffset, n)
+    const first = s.capacity - at
+    binding.copyBytes(view, 0, s.u8, at, n <= first ? n : first)
+    if (n > first) binding.copyBytes(view, first, s.u8, 0, n - first)
+    return view
+  }
   if (at + n <= s.capacity) {
     if (n <= 64 || n >= 4096) return s.u8.slice(at, at + n)
     const out = Buffer.allocUnsafe(n)
