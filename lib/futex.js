@@ -164,11 +164,12 @@ function lookupShared (ta) {
   return info
 }
 
-// The native wait table's presence counts (see futex-core's table module),
-// read in place: null where the runtime allows no external buffers, or no
-// Atomics on memory that is not shared (V8 before 9, Node 14).
-function presenceView () {
-  const buffer = binding.presenceBuffer()
+// A Uint32Array over words of the addon's own memory (`buffer`), read in
+// place with Atomics: null where the runtime allows no external buffers
+// (`buffer` null), or no Atomics on memory that is not shared (V8 before 9,
+// Node 14). The wait table's presence counts (see futex-core's table
+// module) are such words.
+function atomicsView (buffer) {
   if (buffer === null) return null
   const view = new Uint32Array(buffer)
   try {
@@ -178,7 +179,7 @@ function presenceView () {
     return null
   }
 }
-const presence = presenceView()
+const presence = atomicsView(binding.presenceBuffer())
 // Each count is alone on a 64-byte line: count i is presence[i * 16].
 const PRESENCE_STRIDE = 16
 const PRESENCE_SHIFT = presence === null ? 0 : 32 - Math.log2(presence.length / PRESENCE_STRIDE)
@@ -328,17 +329,7 @@ function enqueueAsync (ta, index, value, timeout, keepAlive) {
 // also woken by any thread's end, and does not sleep if a thread ended
 // after threadEnds() returned `ends`. A caller reads threadEnds(), checks
 // the threads it depends on (isThreadAlive), then waits with that count.
-const endsView = (() => {
-  const buffer = binding.threadEndsBuffer()
-  if (buffer === null) return null
-  const view = new Uint32Array(buffer)
-  try {
-    Atomics.load(view, 0)
-    return view
-  } catch {
-    return null
-  }
-})()
+const endsView = atomicsView(binding.threadEndsBuffer())
 const threadEnds = endsView === null ? binding.threadEnds : () => Atomics.load(endsView, 0)
 
 // Blocking: 'ok' | 'not-equal' | 'timed-out' (ta, index, value and timeout

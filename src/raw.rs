@@ -132,17 +132,55 @@ unsafe fn throw(env: sys::napi_env, error: napi::Error) -> sys::napi_value {
 /// `wait(ta, index, value, timeout)`: blocks; returns 0 'ok', 1 'not-equal',
 /// 2 'timed-out' (see `lib/futex.js`).
 unsafe extern "C" fn raw_wait(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    // SAFETY: handles of this call; the array argument keeps its buffer alive
-    // for the whole (blocking) call, which is as long as `cell` is used.
+    // SAFETY: handles of this call.
     unsafe {
         let [ta, index, value, timeout] = args::<4>(env, info);
+        wait(env, ta, index, value, None, timeout)
+    }
+}
+
+/// `waitWatching(ta, index, value, ends, timeout)`: `wait`, except that it
+/// also returns 'not-equal' if the count of ended threads is no longer
+/// `ends` (compared with the value, under the queue's lock), and is woken
+/// 'ok' by any thread's end. For a waiter that sleeps while the threads it
+/// watches live (it looked at them after reading `ends`).
+unsafe extern "C" fn raw_wait_watching(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: handles of this call.
+    unsafe {
+        let [ta, index, value, ends, timeout] = args::<5>(env, info);
+        wait(env, ta, index, value, Some(number(env, ends)), timeout)
+    }
+}
+
+/// The blocking wait of `wait` and, with `ends`, of `waitWatching`.
+///
+/// # Safety
+/// Live handles of the running callback; the array argument keeps its
+/// buffer alive for the whole (blocking) call, which is as long as the cell
+/// is used.
+unsafe fn wait(
+    env: sys::napi_env,
+    ta: sys::napi_value,
+    index: sys::napi_value,
+    value: sys::napi_value,
+    ends: Option<f64>,
+    timeout: sys::napi_value,
+) -> sys::napi_value {
+    // SAFETY: the function's contract.
+    unsafe {
         let resolved = Cell::resolve(env, ta, number(env, index)).and_then(|c| Ok((c, c.expected(env, value)?)));
         let (cell, expected) = match resolved {
             Ok(x) => x,
             Err(e) => return throw(env, e),
         };
-        let validate = || cell.holds(expected);
-        let result = TABLE.wait(cell.key(), validate, deadline(number(env, timeout)), SLICE, || !js_alive(env));
+        let at = deadline(number(env, timeout));
+        let result = match ends {
+            None => TABLE.wait(cell.key(), || cell.holds(expected), at, SLICE, || !js_alive(env)),
+            Some(ends) => {
+                let validate = |_| cell.holds(expected) && ends_are(ends);
+                TABLE.park(cell.key(), validate, watch(), || at, SLICE, || !js_alive(env))
+            }
+        };
         from_u32(
             env,
             match result {
@@ -164,66 +202,6 @@ fn ends_are(ends: f64) -> bool {
 /// A watching waiter's park: the `Watch` protocol, which every thread's end wakes.
 fn watch() -> futex_core::Park {
     futex_core::Park { protocol: &futex_core::wake::WATCH, token: 0, since: std::time::Instant::now() }
-}
-
-/// `waitWatching(ta, index, value, ends, timeout)`: `wait`, except that it
-/// also returns 'not-equal' if the count of ended threads is no longer
-/// `ends` (compared with the value, under the queue's lock), and is woken
-/// 'ok' by any thread's end. For a waiter that sleeps while the threads it
-/// watches live (it checked them after reading `ends`).
-unsafe extern "C" fn raw_wait_watching(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    // SAFETY: handles of this call; the array argument keeps its buffer alive
-    // for the whole (blocking) call, which is as long as `cell` is used.
-    unsafe {
-        let [ta, index, value, ends, timeout] = args::<5>(env, info);
-        let resolved = Cell::resolve(env, ta, number(env, index)).and_then(|c| Ok((c, c.expected(env, value)?)));
-        let (cell, expected) = match resolved {
-            Ok(x) => x,
-            Err(e) => return throw(env, e),
-        };
-        let ends = number(env, ends);
-        let validate = |_| cell.holds(expected) && ends_are(ends);
-        let at = deadline(number(env, timeout));
-        let result = TABLE.park(cell.key(), validate, watch(), || at, SLICE, || !js_alive(env));
-        from_u32(
-            env,
-            match result {
-                WaitResult::Ok | WaitResult::Unparked(_) => OK,
-                WaitResult::NotEqual => NOT_EQUAL,
-                WaitResult::TimedOut | WaitResult::Interrupted | WaitResult::Deadlock => TIMED_OUT,
-            },
-        )
-    }
-}
-
-/// `waitWatchingAsync(ta, index, value, ends, timeout, keepAlive, slot)`:
-/// `waitAsync` as `waitWatching` is `wait`. Its outcome is 'ok' or
-/// 'timed-out'; 0 if it did not queue.
-unsafe extern "C" fn raw_wait_watching_async(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    // SAFETY: handles of this call; memory is only read during this call.
-    unsafe {
-        let [ta, index, value, ends, timeout, keep_alive, slot] = args::<7>(env, info);
-        let slot = number(env, slot) as u32;
-        let owner = match this_resolver(slot) {
-            Ok(o) => o,
-            Err(e) => return throw(env, e),
-        };
-        let resolved = Cell::resolve(env, ta, number(env, index)).and_then(|c| Ok((c, c.expected(env, value)?)));
-        let (cell, expected) = match resolved {
-            Ok(x) => x,
-            Err(e) => return throw(env, e),
-        };
-        let ends = number(env, ends);
-        let mut keep = false;
-        sys::napi_get_value_bool(env, keep_alive, &mut keep);
-        let at = deadline(number(env, timeout));
-        let token = Token::new(slot, keep, at.is_some());
-        let validate = |_| (cell.holds(expected) && ends_are(ends)).then_some(token.0);
-        let Some(ticket) = TABLE.park_async(cell.key(), validate, watch(), owner.clone()) else {
-            return from_f64(env, 0.0);
-        };
-        from_f64(env, queued(&owner, ticket, at))
-    }
 }
 
 /// The bytes of a `Uint8Array`: its first byte's address and its length;
@@ -299,9 +277,33 @@ unsafe extern "C" fn raw_notify(env: sys::napi_env, info: sys::napi_callback_inf
 /// `initAsync`, on this thread; with `keepAlive` the thread's event loop
 /// stays alive until then. The caller keeps `ta` alive while it is pending.
 unsafe extern "C" fn raw_wait_async(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    // SAFETY: handles of this call; memory is only read during this call.
+    // SAFETY: handles of this call.
     unsafe {
         let [ta, index, value, timeout, keep_alive, slot] = args::<6>(env, info);
+        wait_async(env, [ta, index, value, timeout, keep_alive, slot], None)
+    }
+}
+
+/// `waitWatchingAsync(ta, index, value, ends, timeout, keepAlive, slot)`:
+/// `waitAsync` as `waitWatching` is `wait`. Its outcome is 'ok' or
+/// 'timed-out'; 0 if it did not queue.
+unsafe extern "C" fn raw_wait_watching_async(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    // SAFETY: handles of this call.
+    unsafe {
+        let [ta, index, value, ends, timeout, keep_alive, slot] = args::<7>(env, info);
+        wait_async(env, [ta, index, value, timeout, keep_alive, slot], Some(number(env, ends)))
+    }
+}
+
+/// The async wait of `waitAsync` (its arguments) and, with `ends`, of
+/// `waitWatchingAsync`.
+///
+/// # Safety
+/// Live handles of the running callback; memory is only read during it.
+unsafe fn wait_async(env: sys::napi_env, argv: [sys::napi_value; 6], ends: Option<f64>) -> sys::napi_value {
+    let [ta, index, value, timeout, keep_alive, slot] = argv;
+    // SAFETY: the function's contract.
+    unsafe {
         let slot = number(env, slot) as u32;
         let owner = match this_resolver(slot) {
             Ok(o) => o,
@@ -316,11 +318,17 @@ unsafe extern "C" fn raw_wait_async(env: sys::napi_env, info: sys::napi_callback
         sys::napi_get_value_bool(env, keep_alive, &mut keep);
         let at = deadline(number(env, timeout));
         let token = Token::new(slot, keep, at.is_some());
-        let validate = || cell.holds(expected);
-        let Some(ticket) = TABLE.wait_async(cell.key(), validate, owner.clone(), token.0) else {
-            return from_f64(env, 0.0);
+        let ticket = match ends {
+            None => TABLE.wait_async(cell.key(), || cell.holds(expected), owner.clone(), token.0),
+            Some(ends) => {
+                let validate = |_| (cell.holds(expected) && ends_are(ends)).then_some(token.0);
+                TABLE.park_async(cell.key(), validate, watch(), owner.clone())
+            }
         };
-        from_f64(env, queued(&owner, ticket, at))
+        match ticket {
+            Some(ticket) => from_f64(env, queued(&owner, ticket, at)),
+            None => from_f64(env, 0.0),
+        }
     }
 }
 

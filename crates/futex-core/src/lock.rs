@@ -214,6 +214,24 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawLock<D> {
         owner: Arc<dyn Owner>,
         token: impl FnOnce(bool) -> u64,
     ) -> Result<Ticket, Acquired> {
+        let park = Park { protocol: self, token: me as ParkToken | COMPETES, since: Instant::now() };
+        // SAFETY: the caller's duty.
+        unsafe { self.park_async_as(table, key, me, park, owner, token) }
+    }
+
+    /// An async acquisition's step, for a waiter that carries `park`.
+    ///
+    /// # Safety
+    /// As for [`lock_async`](Self::lock_async).
+    unsafe fn park_async_as(
+        &'static self,
+        table: &WaitTable,
+        key: Key,
+        me: u32,
+        park: Park,
+        owner: Arc<dyn Owner>,
+        token: impl FnOnce(bool) -> u64,
+    ) -> Result<Ticket, Acquired> {
         // SAFETY: the caller's duty.
         let word = unsafe { word(key) };
         let mut done = Acquired::Acquired;
@@ -224,7 +242,6 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawLock<D> {
                 None
             }
         };
-        let park = Park { protocol: self, token: me as ParkToken | COMPETES, since: Instant::now() };
         table.park_async(key, validate, park, owner).ok_or(done)
     }
 
@@ -308,16 +325,7 @@ impl<D: Fn(u32) -> OwnerState + Sync + 'static> RawLock<D> {
         token: impl FnOnce(bool) -> u64,
     ) -> Result<Ticket, Acquired> {
         // SAFETY: the caller's duty.
-        let word = unsafe { word(key) };
-        let mut done = Acquired::Acquired;
-        let validate = |queued| match self.validate(word, me, false, queued) {
-            Step::Park { foreign } => Some(token(foreign)),
-            Step::Done(r) => {
-                done = r;
-                None
-            }
-        };
-        table.park_async(key, validate, self.park_of(me, since), owner).ok_or(done)
+        unsafe { self.park_async_as(table, key, me, self.park_of(me, since), owner, token) }
     }
 
     /// A lock attempt that never queues: `Some` if `me` holds the lock now

@@ -1038,13 +1038,7 @@ impl WaitTable {
                         .filter(|(_, w)| w.is_live() && w.park().is_some_and(|p| p.protocol.wakes_at_thread_end()))
                         .map(|(seq, _)| seq)
                         .collect();
-                    for seq in watchers {
-                        let waiter = q.waiters.remove(seq).expect("found under the same lock");
-                        if matches!(waiter, Waiter::Async(..)) {
-                            self.queued_async.fetch_sub(1, Ordering::Relaxed);
-                        }
-                        woken.push((q.key, wake(waiter, TOKEN_NORMAL)));
-                    }
+                    self.wake_all_of(q, watchers, &mut woken);
                     // Waiters that only compete, ahead of the head: woken to look again.
                     let ahead: Vec<u64> = q
                         .waiters
@@ -1053,13 +1047,7 @@ impl WaitTable {
                         .take_while(|(_, w)| w.park().is_some_and(|p| p.protocol.competes_only(p.token)))
                         .map(|(seq, _)| seq)
                         .collect();
-                    for seq in ahead {
-                        let waiter = q.waiters.remove(seq).expect("found under the same lock");
-                        if matches!(waiter, Waiter::Async(..)) {
-                            self.queued_async.fetch_sub(1, Ordering::Relaxed);
-                        }
-                        woken.push((q.key, wake(waiter, TOKEN_NORMAL)));
-                    }
+                    self.wake_all_of(q, ahead, &mut woken);
                     let Some((seq, head)) = q.waiters.iter().find(|(_, w)| w.is_live()) else { continue };
                     let Some(park) = head.park().copied() else { continue };
                     let have_more = q.waiters.len() > 1;
@@ -1079,6 +1067,19 @@ impl WaitTable {
             }
         }
         count
+    }
+
+    /// Under `q`'s bucket lock: takes the waiters `seqs` out of `q`, each
+    /// with a plain wake-up ([`TOKEN_NORMAL`]) to deliver once the lock is
+    /// released.
+    fn wake_all_of(&self, q: &mut Queue, seqs: Vec<u64>, woken: &mut Vec<(Key, Woken)>) {
+        for seq in seqs {
+            let waiter = q.waiters.remove(seq).expect("found under the same lock");
+            if matches!(waiter, Waiter::Async(..)) {
+                self.queued_async.fetch_sub(1, Ordering::Relaxed);
+            }
+            woken.push((q.key, wake(waiter, TOKEN_NORMAL)));
+        }
     }
 
     /// Removes every async waiter that belongs to `owner` (a thread being torn
