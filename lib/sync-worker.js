@@ -12,7 +12,15 @@ setUp()
 // preload's (lib/sync-call.js refuses those).
 globalThis[internal.MODULE_LOADING] = true
 
-import(pathToFileURL(workerData.file).href).then(() => {
+// A file whose extension Node's ES module loader does not know (a .ts
+// file, where a require hook such as tsx's or ts-node/register is preloaded
+// and module hooks do not reach a worker's import(), Node < 22): required.
+const load = () => import(pathToFileURL(workerData.file).href).catch((e) => {
+  if (e === null || typeof e !== 'object' || e.code !== 'ERR_UNKNOWN_FILE_EXTENSION') throw e
+  require(workerData.file)
+})
+
+load().then(() => {
   if (!serving()) {
     report('start', new Error(`${workerData.file} did not call serveSync while loading`))
     process.exit(1)
