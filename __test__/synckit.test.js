@@ -148,3 +148,22 @@ describe('shared-futex/synckit', () => {
     }
   })
 })
+
+describe('a real user: @prettier/sync switched to shared-futex/synckit', () => {
+  test('prettier.format made synchronous gives what prettier gives, file by file', { timeout: 60000, skip: MAJOR < 14 && 'prettier 3 needs Node 14+' }, async () => {
+    const prettier = require('prettier')
+    const { prettier: sync } = require('./fixtures/synckit/prettier-sync')
+    const files = ['lib/synckit.js', 'synckit.d.ts', 'docs/synckit.md', 'package.json', '__test__/fixtures/synckit/ts/worker.ts']
+    for (const file of files) {
+      const source = fs.readFileSync(path.join(ROOT, file), 'utf8')
+      const options = { filepath: file, semi: false, singleQuote: true }
+      const expected = await prettier.format(source, options)
+      const got = sync.format(source, options)
+      assert.strictEqual(typeof got, 'string', file)
+      assert.strictEqual(got, expected, file)
+      assert.strictEqual(sync.check(got, options), true, file)
+    }
+    // A syntax error keeps its class name and prettier's loc property.
+    assert.throws(() => sync.format('let = ;', { parser: 'babel' }), (e) => e.name === 'SyntaxError' && e.loc !== undefined && e.loc.start.line === 1)
+  })
+})
