@@ -167,3 +167,37 @@ describe('a real user: @prettier/sync switched to shared-futex/synckit', () => {
     assert.throws(() => sync.format('let = ;', { parser: 'babel' }), (e) => e.name === 'SyntaxError' && e.loc !== undefined && e.loc.start.line === 1)
   })
 })
+
+describe('synckit.d.ts', () => {
+  // synckit's own names type-check against shared-futex/synckit; a wrong
+  // use does not.
+  test('type-checks a synckit user, and rejects a wrong option and a wrong argument', { skip: MAJOR < 16 && 'TypeScript 6 needs Node 16+' }, () => {
+    const ts = require(require.resolve('typescript', { paths: [ROOT] }))
+    const check = (source) => {
+      const file = path.join(ROOT, '__test__', 'synckit-types-check.ts')
+      const options = { noEmit: true, strict: true, lib: ['lib.es2022.d.ts'], types: ['node'], target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.Node16, moduleResolution: ts.ModuleResolutionKind.Node16 }
+      const host = ts.createCompilerHost(options)
+      const readFile = host.readFile
+      host.readFile = (name) => (name === file ? source : readFile.call(host, name))
+      const fileExists = host.fileExists
+      host.fileExists = (name) => name === file || fileExists.call(host, name)
+      const getSourceFile = host.getSourceFile
+      host.getSourceFile = (name, version) => name === file ? ts.createSourceFile(name, source, version) : getSourceFile.call(host, name, version)
+      return ts.getPreEmitDiagnostics(ts.createProgram([file], options, host)).map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'))
+    }
+    const user = [
+      "import { createSyncFn, runAsWorker, TsRunner, DEFAULT_GLOBAL_SHIMS_PRESET, type SynckitOptions, type GlobalShim, type Syncify } from 'shared-futex/synckit'",
+      "const shims: GlobalShim[] = [...DEFAULT_GLOBAL_SHIMS_PRESET, { moduleName: 'node:os', globalName: 'os', named: null }]",
+      "const options: SynckitOptions = { timeout: 1000, execArgv: [], tsRunner: TsRunner.TSX, transferList: [], globalShims: shims }",
+      "const add = createSyncFn<(a: number, b: number) => Promise<number>>('/abs/worker.js', options)",
+      'const sum: number = add(1, 2)',
+      "const same: Syncify<(s: string) => Promise<string>> = createSyncFn('/abs/other.js', 500)",
+      'runAsWorker(async (a: number, b: number) => a + b)',
+      'void add.close()',
+      'export { sum, same }'
+    ].join('\n')
+    assert.deepStrictEqual(check(user), [])
+    assert.strictEqual(check("import { createSyncFn } from 'shared-futex/synckit'\ncreateSyncFn('/abs/w.js', { timout: 5 })").length, 1)
+    assert.strictEqual(check("import { createSyncFn } from 'shared-futex/synckit'\nconst f = createSyncFn<(a: number) => Promise<number>>('/abs/w.js')\nf('x')").length, 1)
+  })
+})
