@@ -49,6 +49,14 @@ describe('shared-futex/synckit', () => {
     assert.deepStrictEqual(r, { none: path.join(DIR, 'worker.js'), tsFirst: { norm: 5, ts: true } })
   })
 
+  test('tsx runs a .ts worker that is an ES module ("type": "module")', { timeout: T.timeout, skip: !HAS_TSX && 'tsx needs Node 18+' }, async () => {
+    const r = await scenario('tsEsm')
+    assert.strictEqual(r.square, 81)
+    // Loaded as an ES module where module hooks reach a worker's import()
+    // (Node 22+); before, through tsx's require hook (docs/synckit.md).
+    assert.strictEqual(r.esm, MAJOR >= 22)
+  })
+
   test('a number is the timeout: SyncCallTimeoutError, and the late answer is not taken for the next calls', T, async () => {
     const r = await scenario('timeout')
     assert.strictEqual(r.late.timeout, true, JSON.stringify(r))
