@@ -23,8 +23,8 @@ const HAS_TSX = MAJOR >= 18
 // No SYNCKIT_* of the environment this suite runs in leaks into a scenario.
 const CLEAN = { SYNCKIT_TIMEOUT: '', SYNCKIT_EXEC_ARGV: '', SYNCKIT_TS_RUNNER: '', SYNCKIT_GLOBAL_SHIMS: '' }
 
-async function scenario (name, env) {
-  const r = await runChild([CHILD, name], { timeoutMs: HARD_TIMEOUT, env: Object.assign({}, CLEAN, env || {}) })
+async function scenario (name, env, nodeArgs) {
+  const r = await runChild((nodeArgs || []).concat([CHILD, name]), { timeoutMs: HARD_TIMEOUT, env: Object.assign({}, CLEAN, env || {}) })
   assert.ok(!r.timedOut, `hung: killed after ${HARD_TIMEOUT} ms\n${transcript(r)}`)
   assert.strictEqual(r.code, 0, transcript(r))
   assert.ok(r.result !== undefined, transcript(r))
@@ -113,6 +113,8 @@ describe('shared-futex/synckit', () => {
     const r = await scenario('nodeRunner')
     if (atLeast(22, 6)) {
       assert.deepStrictEqual(r, { returned: { norm: 13, ts: true } })
+      const off = await scenario('nodeRunner', {}, ['--no-experimental-strip-types'])
+      assert.match(off.message, /type stripping is disabled/)
     } else {
       assert.strictEqual(r.class, 'Error')
       assert.match(r.message, /needs Node 22\.6\+/)

@@ -137,9 +137,13 @@ function runnerArgv (file, execArgv, tsRunner) {
   const strip = execArgv.indexOf(STRIP_TYPES_FLAG)
   const transform = execArgv.indexOf(TRANSFORM_TYPES_FLAG)
   const noStrip = execArgv.indexOf(NO_STRIP_TYPES_FLAG)
+  // As synckit: where Node has process.features.typescript (22.10+), it
+  // says whether --no-experimental-strip-types of the process holds.
   const noStripTypes = noStrip > strip || noStrip > transform ||
     (strip === -1 && transform === -1 && hasFlag(NO_STRIP_TYPES_FLAG) &&
-      !(process.features && process.features.typescript))
+      (compareNodeVersion('22.10') >= 0
+        ? process.features.typescript === false
+        : !hasFlag(STRIP_TYPES_FLAG) && !hasFlag(TRANSFORM_TYPES_FLAG)))
   let runner = tsRunner
   if (runner === undefined) {
     if (process.versions.bun) runner = 'bun'
