@@ -31,7 +31,13 @@ async function scenario (name, env, nodeArgs) {
   return r.result
 }
 
-describe('shared-futex/synckit', () => {
+// synckit's rules are about where a worker file lives: no extension lookup
+// for a path inside node_modules, and Node strips no types there. Run from an
+// installed copy of the package (the release test), these scenarios would
+// test that rule, not the module: they run from the checkout.
+const INSTALLED = __dirname.split(path.sep).includes('node_modules')
+
+describe('shared-futex/synckit', INSTALLED ? { skip: 'its fixtures are inside node_modules here, where synckit\'s lookup rules differ' } : {}, () => {
   test('one function per path: the same path, its file: URL, other options all give the first function', T, async () => {
     const r = await scenario('cache')
     assert.deepStrictEqual(r, {

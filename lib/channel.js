@@ -799,7 +799,7 @@ const BUSY_MS = 50
 const CORES = Math.max(1, require('os').cpus().length)
 let busyUntil = -Infinity
 let busy = false
-let loadavgFd = -2 // -1: not available
+let loadavg = true // false: not available here
 function machineBusy () {
   const t = performance.now()
   if (t < busyUntil) return busy
@@ -807,19 +807,18 @@ function machineBusy () {
   busy = runnable() > CORES
   return busy
 }
-const loadavgBuffer = Buffer.alloc(128)
+// Opened, read and closed each time (every BUSY_MS at most): a descriptor
+// kept open would stay with every copy of this module a test runner makes.
 function runnable () {
-  if (loadavgFd === -1) return 0
+  if (!loadavg) return 0
   try {
-    if (loadavgFd === -2) loadavgFd = fs.openSync('/proc/loadavg', 'r')
-    const n = fs.readSync(loadavgFd, loadavgBuffer, 0, loadavgBuffer.length, 0)
     // "0.20 0.18 0.12 3/80 11206": the fourth field's first number.
-    const text = loadavgBuffer.toString('latin1', 0, n)
+    const text = fs.readFileSync('/proc/loadavg', 'latin1')
     const slash = text.indexOf('/')
     const space = text.lastIndexOf(' ', slash)
     return slash > 0 ? Number(text.slice(space + 1, slash)) : 0
   } catch {
-    loadavgFd = -1
+    loadavg = false
     return 0
   }
 }
