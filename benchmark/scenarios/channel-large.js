@@ -30,27 +30,18 @@
 const os = require('os')
 const path = require('path')
 const { MessageChannel } = require('worker_threads')
-const { Channel, createSyncFn } = require('../..')
+const { Channel } = require('../..')
 const { withWorkers, go, startTime, now } = require('../lib/threads')
 const { consumeAsync, consumePort } = require('../lib/channel-flow')
 const { runChild } = require('../lib/child')
-const { startSpinners, stopSpinners } = require('../lib/spinners')
+const { syncCall, optional } = require('../lib/sync-calls')
 
 const WORKER = path.join(__dirname, '..', 'workers', 'channel-worker.js')
 const LOG = path.join(__dirname, '..', 'children', 'log-transport.js')
-const ADD = path.join(__dirname, '..', 'workers', 'sync-add.js')
-const SYNCKIT_ADD = path.join(__dirname, '..', 'workers', 'synckit-add.js')
 const SIZE = 65536
 const LINES = 1000000
 const MiB = 1 << 20
 
-function optional (name) {
-  try {
-    return require(name)
-  } catch (e) {
-    return null
-  }
-}
 
 // The implementations of the 64 KiB cases, by name.
 const LARGE = {
@@ -83,37 +74,6 @@ const LOG_IMPLS = { channel: 'channel', 'thread-stream': 'thread-stream', 'threa
 async function logTransport (name) {
   const r = await runChild(process.execPath, [LOG, LOG_IMPLS[name], String(LINES)], { timeoutMs: 120000 })
   return { totalMs: r.totalMs, mainMs: r.mainMs, peakRss: r.peakRss, cpuMs: r.cpuMs }
-}
-
-// Calls add(i, 1) for warmMs, then counts the calls of the next ms and the
-// CPU time the process (every thread of it) used meanwhile; with `loaded`,
-// one spinning process per core runs from before the warm-up to the end.
-async function syncCall (impl, loaded, { warmMs, ms }) {
-  const spinners = loaded ? await startSpinners(warmMs + ms + 30000) : null
-  const add = impl === 'createSyncFn' ? createSyncFn(ADD) : optional('synckit').createSyncFn(SYNCKIT_ADD)
-  try {
-    let i = 0
-    const until = (end) => {
-      while (now() < end) {
-        for (let k = 0; k < 16; k++) {
-          if (add(i, 1) !== i + 1) throw new Error('wrong sum')
-          i++
-        }
-      }
-    }
-    until(now() + warmMs)
-    const i0 = i
-    const cpu0 = process.cpuUsage()
-    const t0 = now()
-    until(t0 + ms)
-    const elapsed = now() - t0
-    const cpu = process.cpuUsage(cpu0)
-    const calls = i - i0
-    return { rate: calls / (elapsed / 1000), cpuPerCall: (cpu.user + cpu.system) / calls }
-  } finally {
-    if (spinners) await stopSpinners(spinners)
-    if (typeof add.close === 'function') await add.close() // ours; synckit's stays, cached by path
-  }
 }
 
 const RATE = [{ name: 'rate', label: 'messages/s', unit: '/s', better: 'higher' }]

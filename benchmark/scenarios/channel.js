@@ -28,20 +28,13 @@ const { withWorkers, go, startTime, now } = require('../lib/threads')
 const { consumeAsync, consumeAsyncBatches, consumePort } = require('../lib/channel-flow')
 
 const WORKER = path.join(__dirname, '..', 'workers', 'channel-worker.js')
-const ADD = path.join(__dirname, '..', 'workers', 'sync-add.js')
-const SYNCKIT_ADD = path.join(__dirname, '..', 'workers', 'synckit-add.js')
-const { createSyncFn } = require('../..')
-const RING = 1 << 20
-
 // The baselines from npm (devDependencies); a case whose baseline is not
 // installed says so instead of failing.
-function optional (name) {
-  try {
-    return require(name)
-  } catch (e) {
-    return null
-  }
-}
+const { syncCall: callsOf, optional } = require('../lib/sync-calls')
+const RING = 1 << 20
+
+// Calls add(i, 1) for warmMs, then counts the calls of the next ms.
+const syncCall = (impl, opts) => callsOf(impl, false, opts)
 
 function endpoints (impl, size) {
   if (impl === 'channel') return { ch: new Channel({ bytes: RING, codec: size === 'number' ? 'v8' : 'bytes' }) }
@@ -104,25 +97,6 @@ async function roundTrip (impl, { warmMs, ms }) {
     return { count: n - n0, elapsedMs: t - t0 }
   })
   return { rate: main.count / (main.elapsedMs / 1000) }
-}
-
-// Calls add(i, 1) for warmMs, then counts the calls of the next ms.
-async function syncCall (impl, { warmMs, ms }) {
-  const add = impl === 'createSyncFn' ? createSyncFn(ADD) : optional('synckit').createSyncFn(SYNCKIT_ADD)
-  let i = 0
-  const until = (end) => {
-    while (now() < end) {
-      for (let k = 0; k < 16; k++) {
-        if (add(i, 1) !== i + 1) throw new Error('wrong sum')
-        i++
-      }
-    }
-  }
-  until(now() + warmMs)
-  const i0 = i
-  const t0 = now()
-  until(t0 + ms)
-  return { rate: (i - i0) / ((now() - t0) / 1000) }
 }
 
 const RATE = [{ name: 'rate', label: 'messages/s', unit: '/s', better: 'higher' }]
