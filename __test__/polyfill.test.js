@@ -11,6 +11,7 @@ const assert = require('assert')
 const path = require('path')
 const { test } = require('./harness')
 const { runChild, transcript, modes, FIXTURES, ROOT } = require('./fixtures/polyfill-helpers')
+const { typeErrors } = require('./util')
 
 const NATIVE = typeof Atomics.waitAsync === 'function'
 const MAJOR = Number(process.versions.node.split('.')[0])
@@ -164,18 +165,6 @@ test('polyfill.d.ts type-checks with and without ES2024 lib', { skip: MAJOR < 16
       module: ts.ModuleKind.Node16,
       moduleResolution: ts.ModuleResolutionKind.Node16
     }
-    const host = ts.createCompilerHost(options)
-    const readFile = host.readFile
-    host.readFile = (name) => (name === file ? source : readFile.call(host, name))
-    const fileExists = host.fileExists
-    host.fileExists = (name) => name === file || fileExists.call(host, name)
-    const getSourceFile = host.getSourceFile
-    host.getSourceFile = (name, version) => name === file
-      ? ts.createSourceFile(name, source, version)
-      : getSourceFile.call(host, name, version)
-    const program = ts.createProgram([file], options, host)
-    const diagnostics = ts.getPreEmitDiagnostics(program)
-      .map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'))
-    assert.deepStrictEqual(diagnostics, [], `with ${lib}`)
+    assert.deepStrictEqual(typeErrors(ts, file, source, options), [], `with ${lib}`)
   }
 })

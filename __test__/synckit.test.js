@@ -9,7 +9,7 @@ const fs = require('fs')
 const os = require('os')
 const path = require('path')
 const { test, describe } = require('./harness')
-const { runChild, transcript } = require('./util')
+const { runChild, transcript, typeErrors } = require('./util')
 
 const HARD_TIMEOUT = 20000
 const T = { timeout: HARD_TIMEOUT + 5000 }
@@ -192,14 +192,7 @@ describe('synckit.d.ts', () => {
     const check = (source) => {
       const file = path.join(ROOT, '__test__', 'synckit-types-check.ts')
       const options = { noEmit: true, strict: true, lib: ['lib.es2022.d.ts'], types: ['node'], target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.Node16, moduleResolution: ts.ModuleResolutionKind.Node16 }
-      const host = ts.createCompilerHost(options)
-      const readFile = host.readFile
-      host.readFile = (name) => (name === file ? source : readFile.call(host, name))
-      const fileExists = host.fileExists
-      host.fileExists = (name) => name === file || fileExists.call(host, name)
-      const getSourceFile = host.getSourceFile
-      host.getSourceFile = (name, version) => name === file ? ts.createSourceFile(name, source, version) : getSourceFile.call(host, name, version)
-      return ts.getPreEmitDiagnostics(ts.createProgram([file], options, host)).map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'))
+      return typeErrors(ts, file, source, options)
     }
     const user = [
       "import { createSyncFn, runAsWorker, TsRunner, DEFAULT_GLOBAL_SHIMS_PRESET, type SynckitOptions, type GlobalShim, type Syncify } from 'shared-futex/synckit'",

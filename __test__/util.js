@@ -193,7 +193,25 @@ function removeDir (dir) {
   else fs.rmdirSync(dir, { recursive: true })
 }
 
+// The type errors TypeScript (`ts`, the compiler module) finds in `source`,
+// compiled as if it were the file `file` (which need not exist) with
+// `options`: each as its flattened message.
+function typeErrors (ts, file, source, options) {
+  const host = ts.createCompilerHost(options)
+  const readFile = host.readFile
+  host.readFile = (name) => (name === file ? source : readFile.call(host, name))
+  const fileExists = host.fileExists
+  host.fileExists = (name) => name === file || fileExists.call(host, name)
+  const getSourceFile = host.getSourceFile
+  host.getSourceFile = (name, version) => name === file
+    ? ts.createSourceFile(name, source, version)
+    : getSourceFile.call(host, name, version)
+  return ts.getPreEmitDiagnostics(ts.createProgram([file], options, host))
+    .map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'))
+}
+
 module.exports = {
+  typeErrors,
   removeDir,
   stressRounds,
   now,
