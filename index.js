@@ -10,6 +10,7 @@ const { Once } = require('./lib/once')
 const { RwLock } = require('./lib/rwlock')
 const { Channel } = require('./lib/channel')
 const { createSyncFn, serveSync } = require('./lib/sync-call')
+const { SharedRegion } = require('./lib/region')
 const errors = require('./lib/errors')
 
 module.exports = {
@@ -29,6 +30,7 @@ module.exports = {
   Channel,
   createSyncFn,
   serveSync,
+  SharedRegion,
   LockTimeoutError: errors.LockTimeoutError,
   AbortError: errors.AbortError,
   LockOwnershipError: errors.LockOwnershipError,
@@ -41,6 +43,7 @@ module.exports = {
   SyncCallTimeoutError: errors.SyncCallTimeoutError,
   SyncWorkerError: errors.SyncWorkerError,
   AtomicsUnavailableError: errors.AtomicsUnavailableError,
+  SharedRegionError: errors.SharedRegionError,
   ACQUIRED: errors.ACQUIRED,
   OWNER_DIED: errors.OWNER_DIED,
   E_TIMEOUT: errors.E_TIMEOUT,

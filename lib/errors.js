@@ -15,6 +15,7 @@
 //   SyncCallTimeoutError ERR_SYNC_CALL_TIMEOUT a synchronous call (createSyncFn) whose timeout passed first
 //   SyncWorkerError     ERR_SYNC_WORKER      the worker behind a synchronous call failed to start, threw, or ended
 //   AtomicsUnavailableError ERR_NO_ATOMICS   a call that needs Atomics, in a runtime without it (lib/host.js)
+//   SharedRegionError   ERR_REGION_*         a shared region that cannot be opened or used (lib/region.js lists the codes)
 //
 // AbortError has the name and code of Node's own AbortError, so code that
 // checks `err.name === 'AbortError'` treats it like any aborted Node API.
@@ -72,6 +73,15 @@ const SyncCallTimeoutError = define('SyncCallTimeoutError', E_SYNC_CALL_TIMEOUT,
 const SyncWorkerError = define('SyncWorkerError', E_SYNC_WORKER, 'The worker behind the synchronous call is gone')
 const AtomicsUnavailableError = define('AtomicsUnavailableError', E_NO_ATOMICS, 'This runtime has no Atomics')
 
+// One class for every failure of a shared region; `code` tells which.
+class SharedRegionError extends Error {
+  constructor (code, message) {
+    super(message)
+    Object.defineProperty(this, 'code', { value: code, writable: true, configurable: true, enumerable: true })
+  }
+}
+Object.defineProperty(SharedRegionError.prototype, 'name', { value: 'SharedRegionError', writable: true, configurable: true })
+
 function abortError (signal) {
   return new AbortError(undefined, { cause: signal.reason })
 }
@@ -89,6 +99,7 @@ module.exports = {
   SyncCallTimeoutError,
   SyncWorkerError,
   AtomicsUnavailableError,
+  SharedRegionError,
   abortError,
   E_TIMEOUT,
   E_ABORTED,

@@ -83,7 +83,7 @@ function validate (ta) {
     throw new TypeError(`${describe(ta)} is not an int32 or BigInt64 typed array.`)
   }
   const buffer = bufferOf.call(ta)
-  if (types.isSharedArrayBuffer(buffer)) return tag === 'Int32Array' ? SHARED_I32 : SHARED_I64
+  if (types.isSharedArrayBuffer(buffer) || regionBuffers.has(buffer)) return tag === 'Int32Array' ? SHARED_I32 : SHARED_I64
   if (isDetached(buffer)) throw new TypeError('Cannot perform Atomics operation on a detached ArrayBuffer')
   if (isOutOfBounds(ta, buffer)) throw new TypeError('Cannot perform Atomics operation on an out-of-bounds typed array')
   return NOT_SHARED
@@ -144,6 +144,11 @@ function toCount (count) {
 // the checks of `validate` on every later call.
 const known = new WeakMap()
 
+// The buffers over shared regions' memory that are not SharedArrayBuffers
+// (Node before 24.16 can make no other: lib/region.js): shared memory, for
+// wait / notify / waitAsync, like a SharedArrayBuffer.
+const regionBuffers = new WeakSet()
+
 // ValidateIntegerTypedArray for a shared array: its entry in `known`, or null
 // for a valid array on non-shared memory (throws for anything else).
 function lookup (ta) {
@@ -151,7 +156,9 @@ function lookup (ta) {
   if (info === undefined) {
     const kind = validate(ta)
     if (kind === NOT_SHARED) return null
-    info = { big: kind === SHARED_I64, base: binding.addressOf(ta) }
+    // `region`: its waiters live in a shared region's queues, which the
+    // presence counts of this process's table know nothing of.
+    info = { big: kind === SHARED_I64, base: binding.addressOf(ta), region: binding.inRegion(ta) }
     known.set(ta, info)
   }
   return info
@@ -554,7 +561,7 @@ function cancelAsync (ta, index, token) {
 // lookup(ta), `i` the index, `c` the count.
 function notifyConverted (ta, info, i, c) {
   // Non-shared memory has no waiters (Node 16+ returns 0 here too).
-  if (info === null || c === 0 || !mayHaveWaiters(info, i)) return 0
+  if (info === null || c === 0 || (!info.region && !mayHaveWaiters(info, i))) return 0
   return binding.notify(ta, i, c)
 }
 
@@ -641,6 +648,7 @@ module.exports = {
     webLockBase: () => copyBase, // -1: no waiter of this copy yet
     webLockFast,
     isThreadAlive: binding.isThreadAlive,
+    regionBuffers,
     queueLength: binding.queueLength,
     threadId,
     // For tests: what the process holds natively (see src/lib.rs), what this

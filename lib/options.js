@@ -5,7 +5,9 @@
 const { types } = require('util')
 const { performance } = require('perf_hooks')
 const { hasAtomics } = require('./host')
-const { AtomicsUnavailableError } = require('./errors')
+const { AtomicsUnavailableError, SharedRegionError } = require('./errors')
+const binding = require('./native')
+const { regionBuffers } = require('./futex').internal
 
 const now = () => performance.now()
 
@@ -30,6 +32,7 @@ function sharedView (what, buffer, byteOffset, bytes) {
     }
     return new Int32Array(new SharedArrayBuffer(bytes))
   }
+  if (regionBuffers.has(buffer)) throw notAcrossProcesses(what)
   if (!types.isSharedArrayBuffer(buffer)) {
     throw new TypeError(`${what}: the buffer must be a SharedArrayBuffer, got ${show(buffer)}`)
   }
@@ -46,7 +49,16 @@ function sharedView (what, buffer, byteOffset, bytes) {
   if (offset + bytes > buffer.byteLength) {
     throw new RangeError(`${what}: ${bytes} bytes at byteOffset ${offset} do not fit in a buffer of ${buffer.byteLength} bytes`)
   }
-  return new Int32Array(buffer, offset, bytes / 4)
+  const view = new Int32Array(buffer, offset, bytes / 4)
+  if (binding.inRegion(view)) throw notAcrossProcesses(what)
+  return view
+}
+
+// The primitives' protocols keep thread ids in their words and their waiters
+// in this process's table: over a shared region they would look right in
+// one process and be wrong across several. Refused until they are ported.
+function notAcrossProcesses (what) {
+  return new SharedRegionError('ERR_REGION_UNSUPPORTED', `${what} does not work on a shared region's memory yet (only wait, notify and waitAsync do): it would not exclude other processes`)
 }
 
 // A timeout in ms: undefined is forever; otherwise a number ≥ 0 (Infinity allowed).

@@ -18,6 +18,7 @@ pub mod condition;
 pub mod event;
 pub mod lock;
 pub mod raw;
+pub mod region;
 mod resolver;
 pub mod rwlock;
 pub mod semaphore;
@@ -154,7 +155,11 @@ pub fn cancel_async(env: Env, ta: Unknown, index: f64, seq: f64) -> Result<bool>
     // SAFETY: handles of this call; only the address is used afterwards.
     let cell = unsafe { Cell::resolve(env.raw(), ta.raw(), index)? };
     // (key, seq) names exactly one waiter, and its token names its copy.
-    match TABLE.take(cell.key(), seq as u64) {
+    let taken = match region::find(cell.key()) {
+        Some((region, _)) => region.cancel(seq as u64),
+        None => TABLE.take(cell.key(), seq as u64),
+    };
+    match taken {
         Some(token) => {
             if let Some(owner) = resolver::of_slot(Token(token).slot()) {
                 owner.cancelled(Token(token));

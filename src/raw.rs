@@ -21,7 +21,7 @@ use napi_derive::napi;
 
 use crate::cell::{Cell, Expected};
 use crate::resolver::Token;
-use crate::{check, deadline, js_alive, queued, this_resolver, NOT_EQUAL, OK, SLICE, TABLE, TIMED_OUT};
+use crate::{check, deadline, js_alive, queued, region, this_resolver, NOT_EQUAL, OK, SLICE, TABLE, TIMED_OUT};
 
 type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
 
@@ -174,9 +174,17 @@ unsafe fn wait(
             Err(e) => return throw(env, e),
         };
         let at = deadline(number(env, timeout));
-        let result = match ends {
-            None => TABLE.wait(cell.key(), || cell.holds(expected), at, SLICE, || !js_alive(env)),
-            Some(ends) => {
+        let result = match (ends, region::find(cell.key())) {
+            // The one decision between the two homes of a waiter.
+            (None, Some((region, offset))) => {
+                match region.queues().wait(offset, || cell.holds(expected), at, SLICE, || !js_alive(env)) {
+                    Ok(result) => result,
+                    Err(_) => return throw(env, region::full_error()),
+                }
+            }
+            (_, Some(_)) => return throw(env, region::unsupported_here()),
+            (None, None) => TABLE.wait(cell.key(), || cell.holds(expected), at, SLICE, || !js_alive(env)),
+            (Some(ends), None) => {
                 let validate = |_| cell.holds(expected) && ends_are(ends);
                 TABLE.park(cell.key(), validate, watch(), || at, SLICE, || !js_alive(env))
             }
@@ -265,7 +273,11 @@ unsafe extern "C" fn raw_notify(env: sys::napi_env, info: sys::napi_callback_inf
         };
         let count = number(env, count);
         let count = if count >= u32::MAX as f64 { usize::MAX } else { count.max(0.0) as usize };
-        from_u32(env, TABLE.notify(cell.key(), count) as u32)
+        let woken = match region::find(cell.key()) {
+            Some((region, offset)) => region.queues().notify(offset, count),
+            None => TABLE.notify(cell.key(), count),
+        };
+        from_u32(env, woken as u32)
     }
 }
 
@@ -317,6 +329,18 @@ unsafe fn wait_async(env: sys::napi_env, argv: [sys::napi_value; 6], ends: Optio
         let mut keep = false;
         sys::napi_get_value_bool(env, keep_alive, &mut keep);
         let at = deadline(number(env, timeout));
+        if let Some((region, offset)) = region::find(cell.key()) {
+            if ends.is_some() {
+                return throw(env, region::unsupported_here());
+            }
+            // Its deadline is the region's listener's, not the timer's.
+            let token = Token::new(slot, keep, false);
+            return match region.wait_async(offset, || cell.holds(expected), owner.clone(), token, at) {
+                Ok(Some(ticket)) => from_f64(env, queued(&owner, ticket, None)),
+                Ok(None) => from_f64(env, 0.0),
+                Err(e) => throw(env, e),
+            };
+        }
         let token = Token::new(slot, keep, at.is_some());
         let ticket = match ends {
             None => TABLE.wait_async(cell.key(), || cell.holds(expected), owner.clone(), token.0),

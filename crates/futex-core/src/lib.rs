@@ -30,6 +30,9 @@
 //! * [`rwlock`]: the robust reader-writer lock built the same way.
 //! * [`event`]: the events' words (`ManualResetEvent.set`, and the
 //!   auto-reset event's protocol, built like the semaphore).
+//! * [`shared`]: the queues of memory shared by processes (a region's
+//!   control block), with the same protocol and owners that can die at any
+//!   instruction.
 //! * [`wake`]: state changes that owe a wake-up, made with it in one call.
 //! * [`timer`]: one background thread that fires async deadlines.
 //! * `sync`: a `std` / `loom` shim so model tests run the same code.
@@ -40,6 +43,7 @@ pub mod lock;
 mod queue;
 pub mod rwlock;
 pub mod semaphore;
+pub mod shared;
 mod sync;
 pub mod table;
 pub mod timer;

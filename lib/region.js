@@ -1,0 +1,155 @@
+'use strict'
+// SharedRegion: a named shared mapping that every process of the machine can
+// open, whose memory `wait`, `notify` and `waitAsync` work on across
+// processes (docs/region.md).
+//
+//   const region = SharedRegion.open('my-app', { bytes: 1 << 16 })
+//   const words = new Int32Array(region.buffer)
+//   wait(words, 0, 0)            // in one process (a worker: it blocks)
+//   Atomics.store(words, 0, 1); notify(words, 0)   // in another
+//
+// The file is `[control block][your bytes]`; `region.buffer` covers only
+// your bytes. The control block holds the processes' slots and the shared
+// wait queues (crates/futex-core/src/shared.rs); the addon maps the file
+// once per process (src/region.rs), whatever the number of `open`s and
+// threads, and unmaps it when no buffer over it is left.
+//
+// Errors: SharedRegionError, by `code`:
+//   ERR_REGION_NOT_FOUND    no region of that name, and no `bytes` to create it
+//   ERR_REGION_MISMATCH     it exists with another size or layout than asked for
+//   ERR_REGION_VERSION      it was made by another version of the package
+//   ERR_REGION_ACCESS       the file's permissions refuse this process
+//   ERR_REGION_NO_SPACE     the file system (/dev/shm) has no room for it
+//   ERR_REGION_FULL         every process slot is taken by a live process, or
+//                           (at a wait) every waiter record is in use
+//   ERR_REGION_UNSUPPORTED  this platform or runtime cannot share it, or the
+//                           call does not work on region memory yet
+//   ERR_REGION_OPEN         any other failure of the operating system
+//   ERR_REGION_CLOSED       `buffer` of a region this handle closed
+// Bad arguments are TypeErrors and RangeErrors.
+const path = require('path')
+const binding = require('./native')
+const { regionBuffers } = require('./futex').internal
+const { show } = require('./options')
+const { SharedRegionError } = require('./errors')
+const { version } = require('../package.json')
+
+const BUILD = `shared-futex ${version}`
+const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$/
+const DEFAULT_DIRECTORY = '/dev/shm'
+const MAX_BYTES = 0x7fff0000
+const OPTIONS = new Set(['bytes', 'create', 'mode', 'directory', 'processes', 'waiters'])
+
+function fileOf (what, name, directory) {
+  if (typeof name !== 'string') throw new TypeError(`${what}: name must be a string, got ${show(name)}`)
+  if (!NAME.test(name)) {
+    throw new TypeError(`${what}: name must be 1 to 200 of A-Z a-z 0-9 _ . - (not starting with . or -), got ${JSON.stringify(name)}`)
+  }
+  if (directory === undefined) directory = DEFAULT_DIRECTORY
+  if (typeof directory !== 'string' || directory === '') {
+    throw new TypeError(`${what}: directory must be a non-empty string, got ${show(directory)}`)
+  }
+  return path.join(path.resolve(directory), `shared-futex.${name}`)
+}
+
+function integerOption (what, options, key, min, max, fallback) {
+  const value = options[key]
+  if (value === undefined) return fallback
+  if (typeof value !== 'number') throw new TypeError(`${what}: ${key} must be a number, got ${show(value)}`)
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new RangeError(`${what}: ${key} must be an integer from ${min} to ${max}, got ${value}`)
+  }
+  return value
+}
+
+// The addon's errors arrive as "ERR_REGION_…: message".
+function rethrow (error) {
+  const m = /^(ERR_REGION_[A-Z_]+): ([\s\S]*)$/.exec(error && error.message)
+  if (m === null) throw error
+  throw new SharedRegionError(m[1], m[2])
+}
+
+const STATE = Symbol('SharedRegion state')
+
+class SharedRegion {
+  constructor () {
+    throw new TypeError('SharedRegion: use SharedRegion.open(name, options)')
+  }
+
+  // Opens the region `name`, creating it with `bytes` bytes if it does not
+  // exist (and `create` is not false). Without `bytes`, it must exist.
+  static open (name, options) {
+    const what = 'SharedRegion.open'
+    if (options === undefined) options = {}
+    if (options === null || typeof options !== 'object') {
+      throw new TypeError(`${what}: options must be an object, got ${show(options)}`)
+    }
+    for (const key of Object.keys(options)) {
+      if (!OPTIONS.has(key)) throw new TypeError(`${what}: unknown option ${JSON.stringify(key)} (known: ${[...OPTIONS].join(', ')})`)
+    }
+    const file = fileOf(what, name, options.directory)
+    const bytes = integerOption(what, options, 'bytes', 4, MAX_BYTES, 0)
+    if (bytes % 8 !== 0) throw new RangeError(`${what}: bytes must be a multiple of 8, got ${bytes}`)
+    const create = options.create === undefined ? true : options.create
+    if (typeof create !== 'boolean') throw new TypeError(`${what}: create must be a boolean, got ${show(create)}`)
+    const mode = integerOption(what, options, 'mode', 0, 0o777, 0o600)
+    const processes = integerOption(what, options, 'processes', 1, 4096, 256)
+    const waiters = integerOption(what, options, 'waiters', 1, 1 << 24, 4096)
+    if (!binding.regionSupported()) {
+      throw new SharedRegionError('ERR_REGION_UNSUPPORTED', `shared regions are not implemented on ${process.platform} yet (Linux only)`)
+    }
+    let opened
+    try {
+      opened = binding.regionOpen(file, bytes, create && bytes !== 0, mode, BUILD, processes, waiters)
+    } catch (error) {
+      rethrow(error)
+    }
+    const [buffer, slot] = opened
+    if (!(buffer instanceof SharedArrayBuffer)) regionBuffers.add(buffer)
+    const region = Object.create(SharedRegion.prototype)
+    region[STATE] = { name, file, buffer, slot, closed: false }
+    return region
+  }
+
+  // Removes the region's name: processes that have it mapped keep using it;
+  // the next `open` of the name makes a new one. False if there was none.
+  static unlink (name, options) {
+    const what = 'SharedRegion.unlink'
+    if (options === undefined) options = {}
+    if (options === null || typeof options !== 'object') {
+      throw new TypeError(`${what}: options must be an object, got ${show(options)}`)
+    }
+    const file = fileOf(what, name, options.directory)
+    try {
+      return binding.regionUnlink(file)
+    } catch (error) {
+      rethrow(error)
+    }
+  }
+
+  // The region's bytes: a SharedArrayBuffer where Node can make one over
+  // foreign memory (24.16+ and 26.1+), else an ArrayBuffer (every Atomics
+  // operation works on it, and this package's wait/notify/waitAsync; it
+  // cannot be posted to a worker: open the region there instead).
+  get buffer () {
+    const state = this[STATE]
+    if (state.closed) throw new SharedRegionError('ERR_REGION_CLOSED', `SharedRegion ${JSON.stringify(state.name)}: closed`)
+    return state.buffer
+  }
+
+  get name () { return this[STATE].name }
+  get path () { return this[STATE].file }
+  get bytes () { return this[STATE].buffer.byteLength }
+  // This process's slot in the region (0 to processes - 1).
+  get slot () { return this[STATE].slot }
+
+  // This handle lets its buffer go. The mapping itself goes when no buffer
+  // over it is left in the process (views you still hold keep it usable).
+  close () {
+    const state = this[STATE]
+    state.closed = true
+    state.buffer = { byteLength: 0 }
+  }
+}
+
+module.exports = { SharedRegion }

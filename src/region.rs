@@ -1,0 +1,794 @@
+//! Shared regions: named shared mappings that several processes map, whose
+//! waiters live in the region's own control block (futex-core's `shared`
+//! module) instead of the process's wait table.
+//!
+//! A region's file is `[control block][user bytes]`. Only the user bytes are
+//! handed to JavaScript; waits on them are routed here by [`find`], the one
+//! place that decides between the two homes of a waiter.
+//!
+//! Per process and region there is one mapping ([`Region`]), shared by every
+//! thread and every `SharedRegion.open` of it, alive while any buffer over it
+//! is (each buffer's finalizer gives its reference back), and one thread, the
+//! *bell ringer's listener*: it sleeps on the process slot's doorbell and
+//! hands each notified async waiter's outcome to its JavaScript thread
+//! through the wait table's usual delivery, and fires their deadlines.
+//!
+//! Liveness: the process holds an open-file-description record lock
+//! (`F_OFD_SETLK`) on one byte per slot, past the end of the file; the kernel
+//! drops it when the process dies, however it dies, and `F_OFD_GETLK` from
+//! any other process tells. A recycled pid never matters: pids are not used.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::*};
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+
+use futex_core::shared::{self, Layout, Os, Queues};
+use futex_core::{Key, Owner, Park, ParkToken, Protocol, Ticket, UnparkToken, WaitTable};
+use napi::{sys, Env, Error, JsValue, Result, Status, Unknown};
+use napi_derive::napi;
+use parking_lot::{Mutex, RwLock};
+
+use crate::resolver::{Resolver, Token};
+use crate::TABLE;
+
+/// Errors users see, by code (`lib/region.js` turns them into named errors).
+fn coded(code: &str, message: String) -> Error {
+    Error::new(Status::GenericFailure, format!("{code}: {message}"))
+}
+
+/// An async waiter of this process on a region: its record, its local
+/// waiter in the wait table (keyed by the record's address), its deadline.
+struct Pending {
+    ticket: Ticket,
+    deadline: Option<Instant>,
+}
+
+pub(crate) struct Region {
+    queues: Queues<Sys>,
+    base: *mut u8,
+    len: usize,
+    control: usize,
+    /// Identity of the file, so that a second open in this process maps nothing new.
+    id: (u64, u64),
+    /// Buffers over the mapping not yet finalized.
+    users: AtomicUsize,
+    closing: AtomicBool,
+    pending: Mutex<PendingSet>,
+    listener: Mutex<bool>,
+}
+
+#[derive(Default)]
+struct PendingSet {
+    by_record: HashMap<u32, Pending>,
+    by_seq: HashMap<u64, u32>,
+}
+
+// SAFETY: the mapping is shared memory accessed only through atomics (the
+// control block) or by JavaScript (the user bytes); it stays mapped until
+// the value is dropped.
+unsafe impl Send for Region {}
+unsafe impl Sync for Region {}
+
+/// Every region mapped by this process.
+static REGIONS: RwLock<Vec<Arc<Region>>> = RwLock::new(Vec::new());
+/// `REGIONS.len()`, read without the lock by the hot paths.
+static MAPPED: AtomicUsize = AtomicUsize::new(0);
+
+/// The region whose user bytes hold `addr`, and `addr`'s offset there.
+pub(crate) fn find(addr: usize) -> Option<(Arc<Region>, u32)> {
+    if MAPPED.load(Acquire) == 0 {
+        return None;
+    }
+    let regions = REGIONS.read();
+    regions.iter().find_map(|r| {
+        let start = r.base as usize + r.control;
+        (addr >= start && addr < r.base as usize + r.len).then(|| (r.clone(), (addr - start) as u32))
+    })
+}
+
+/// The region whose control block holds `addr` (a record's local key).
+fn find_control(addr: usize) -> Option<Arc<Region>> {
+    let regions = REGIONS.read();
+    regions.iter().find(|r| addr >= r.base as usize && addr < r.base as usize + r.control).cloned()
+}
+
+impl Region {
+    pub(crate) fn queues(&self) -> &Queues<Sys> {
+        &self.queues
+    }
+
+    /// The local key of record `r`: its address (as futex-core lays it out).
+    fn local_key(&self, r: u32) -> Key {
+        self.queues.record_address(r)
+    }
+
+    fn record_of(&self, key: Key) -> u32 {
+        self.queues.record_at(key)
+    }
+
+    /// Queues an async waiter of `owner` on `offset` if `validate()`; its
+    /// outcome comes through the wait table's delivery. `Ok(None)`: not queued.
+    pub(crate) fn wait_async(
+        self: &Arc<Region>,
+        offset: u32,
+        validate: impl FnOnce() -> bool,
+        owner: Arc<Resolver>,
+        token: Token,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Ticket>> {
+        let r = self.queues.alloc().ok_or_else(full)?;
+        let key = self.local_key(r);
+        let park = Park { protocol: &REGION_ASYNC, token: r as ParkToken, since: Instant::now() };
+        // Not under `pending`'s lock: the wait table calls `left` (which
+        // takes it) under its own.
+        let ticket = TABLE.park_async(
+            key,
+            |_| self.queues.enqueue(r, offset, true, validate).then_some(token.0),
+            park,
+            owner as Arc<dyn Owner>,
+        );
+        let Some(ticket) = ticket else {
+            self.queues.free(r);
+            return Ok(None);
+        };
+        {
+            let mut pending = self.pending.lock();
+            pending.by_record.insert(r, Pending { ticket, deadline });
+            pending.by_seq.insert(ticket.seq, r);
+        }
+        self.start_listener()?;
+        // The listener sleeps until the nearest deadline it knows of; and a
+        // notify that came before the entry above rang for nothing.
+        if deadline.is_some() || self.queues.is_notified(r) {
+            self.ring_myself();
+        }
+        Ok(Some(ticket))
+    }
+
+    /// Takes back the async waiter `seq` (abort). True if it was still queued.
+    pub(crate) fn cancel(&self, seq: u64) -> Option<u64> {
+        let ticket = {
+            let mut pending = self.pending.lock();
+            let r = *pending.by_seq.get(&seq)?;
+            if !self.queues.take(r) {
+                // Notified: the listener delivers it.
+                return None;
+            }
+            pending.by_seq.remove(&seq);
+            pending.by_record.remove(&r).map(|p| p.ticket)
+        }?;
+        let token = TABLE.take(ticket.key, ticket.seq);
+        self.queues.free(self.record_of(ticket.key));
+        token
+    }
+
+    fn ring_myself(&self) {
+        let bell = self.queues.doorbell();
+        bell.fetch_add(1, SeqCst);
+        self.queues.os().wake(bell, u32::MAX);
+    }
+
+    fn start_listener(self: &Arc<Region>) -> Result<()> {
+        let mut started = self.listener.lock();
+        if *started {
+            return Ok(());
+        }
+        let region = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("shared-futex region".to_owned())
+            .spawn(move || listen(region))
+            .map_err(|e| Error::new(Status::GenericFailure, format!("cannot start the region's thread: {e}")))?;
+        *started = true;
+        Ok(())
+    }
+}
+
+/// The listener of one region in this process (see the module docs).
+fn listen(region: std::sync::Weak<Region>) {
+    loop {
+        let Some(region) = region.upgrade() else { return };
+        if region.closing.load(Acquire) {
+            return;
+        }
+        let bell = region.queues.doorbell();
+        let seen = bell.load(SeqCst);
+        let now = Instant::now();
+        let mut notified = Vec::new();
+        let mut expired = Vec::new();
+        let mut next: Option<Instant> = None;
+        {
+            let mut pending = region.pending.lock();
+            let PendingSet { by_record, by_seq } = &mut *pending;
+            by_record.retain(|&r, p| {
+                if region.queues.take_notified(r) {
+                    notified.push((r, p.ticket));
+                } else if p.deadline.is_some_and(|d| d <= now) && region.queues.take(r) {
+                    expired.push((r, p.ticket));
+                } else {
+                    if let Some(d) = p.deadline {
+                        next = Some(next.map_or(d, |n| n.min(d)));
+                    }
+                    return true;
+                }
+                by_seq.remove(&p.ticket.seq);
+                false
+            });
+        }
+        for (r, ticket) in notified {
+            // A waiter whose thread is gone passes the wake-up on.
+            if TABLE.notify(ticket.key, 1) == 0 {
+                region.queues.notify(region.queues.key_of(r), 1);
+            }
+            region.queues.free(r);
+        }
+        for (r, ticket) in expired {
+            TABLE.timeout(ticket);
+            region.queues.free(r);
+        }
+        let sleep = next.map(|d| d.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)));
+        let os = Sys { fd: region.queues.os().fd };
+        let bell_ptr: *const AtomicU32 = bell;
+        drop(region);
+        // The region may be unmapped while this thread sleeps (its last
+        // buffer collected): a closing region rings first, and a futex call
+        // on an address no longer mapped only fails (EFAULT) or, were the
+        // address mapped again meanwhile, returns within its time limit;
+        // neither reads or writes memory. The next turn then finds the
+        // region gone and ends the thread.
+        // SAFETY: the futex call reads the word only through the kernel (above).
+        os.wait(unsafe { &*bell_ptr }, seen, sleep.or(Some(Duration::from_secs(60))));
+    }
+}
+
+fn full() -> Error {
+    coded(
+        "ERR_REGION_FULL",
+        "every waiter record of the region is in use; open it with a larger `waiters` option".to_owned(),
+    )
+}
+
+/// The protocol of a region async waiter's local stand-in: when it leaves
+/// the wait table without its outcome (its thread ended), its record leaves
+/// the region's queue too, and a wake-up it had been given goes on.
+struct RegionAsync;
+static REGION_ASYNC: RegionAsync = RegionAsync;
+
+impl Protocol for RegionAsync {
+    fn left(&self, key: Key, _token: ParkToken, _was_last: bool) {
+        let Some(region) = find_control(key) else { return };
+        let r = region.record_of(key);
+        let mut pending = region.pending.lock();
+        let Some(p) = pending.by_record.remove(&r) else { return };
+        pending.by_seq.remove(&p.ticket.seq);
+        drop(pending);
+        if region.queues.take(r) {
+            region.queues.free(r);
+        } else if region.queues.take_notified(r) {
+            region.queues.notify(region.queues.key_of(r), 1);
+            region.queues.free(r);
+        }
+    }
+
+    fn lost(&self, _table: &WaitTable, key: Key, _token: UnparkToken) {
+        // Delivered to a thread that ended before its JavaScript ran: the
+        // record is still reserved while the listener delivers.
+        if let Some(region) = find_control(key) {
+            let r = region.record_of(key);
+            if region.queues.is_reserved_by_me(r) {
+                region.queues.notify(region.queues.key_of(r), 1);
+            }
+        }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        sys_unmap(self);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The operating system's part.
+
+#[cfg(target_os = "linux")]
+pub(crate) struct Sys {
+    fd: i32,
+}
+
+#[cfg(target_os = "linux")]
+mod os {
+    use super::*;
+
+    /// Byte offsets of the record locks, far past any file's end.
+    const INIT_LOCK: i64 = 1 << 40;
+    const SLOT_LOCK: i64 = (1 << 40) + 64;
+
+    fn flock(kind: i32, at: i64) -> libc::flock {
+        // SAFETY: plain data.
+        let mut l: libc::flock = unsafe { std::mem::zeroed() };
+        l.l_type = kind as _;
+        l.l_whence = libc::SEEK_SET as _;
+        l.l_start = at as _;
+        l.l_len = 1;
+        l
+    }
+
+    pub(super) fn lock(fd: i32, at: i64, wait: bool) -> std::io::Result<bool> {
+        let mut l = flock(libc::F_WRLCK, at);
+        let cmd = if wait { libc::F_OFD_SETLKW } else { libc::F_OFD_SETLK };
+        loop {
+            // SAFETY: valid descriptor and flock.
+            if unsafe { libc::fcntl(fd, cmd, &mut l) } == 0 {
+                return Ok(true);
+            }
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN) | Some(libc::EACCES) => return Ok(false),
+                _ => return Err(e),
+            }
+        }
+    }
+
+    pub(super) fn unlock(fd: i32, at: i64) {
+        let mut l = flock(libc::F_UNLCK, at);
+        // SAFETY: valid descriptor and flock.
+        unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &mut l) };
+    }
+
+    impl Os for Sys {
+        fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+            let ts = timeout.map(|d| libc::timespec {
+                tv_sec: d.as_secs().min(i32::MAX as u64) as _,
+                tv_nsec: d.subsec_nanos() as _,
+            });
+            let tsp = ts.as_ref().map_or(ptr::null(), |t| t as *const libc::timespec);
+            // SAFETY: `word` is a live 4-aligned word of the shared mapping;
+            // FUTEX_WAIT without the private flag keys on the mapping, so
+            // sleepers of every process that maps it meet.
+            unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, expected, tsp, 0usize, 0u32) };
+        }
+
+        fn wake(&self, word: &AtomicU32, count: u32) {
+            // SAFETY: as in `wait`; waking needs only the address.
+            unsafe {
+                libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, count.min(i32::MAX as u32), 0usize)
+            };
+        }
+
+        fn slot_alive(&self, slot: u32) -> bool {
+            let mut l = flock(libc::F_WRLCK, SLOT_LOCK + slot as i64);
+            // SAFETY: valid descriptor and flock.
+            let r = unsafe { libc::fcntl(self.fd, libc::F_OFD_GETLK, &mut l) };
+            // Unknown (an error): alive, so that nothing of a live process is taken.
+            r != 0 || l.l_type != libc::F_UNLCK as _
+        }
+    }
+
+    /// Opens (creating if absent and `create`) the region file at `path`
+    /// with `user_bytes` (0: whatever it has) and maps it.
+    pub(super) fn open(
+        path: &str,
+        user_bytes: u32,
+        create: bool,
+        mode: u32,
+        layout: Layout,
+        build: &str,
+    ) -> Result<Arc<Region>> {
+        let cpath = std::ffi::CString::new(path).map_err(|_| coded("ERR_REGION_NAME", "NUL in the path".into()))?;
+        let flags = libc::O_RDWR | libc::O_CLOEXEC | if create { libc::O_CREAT } else { 0 };
+        // SAFETY: NUL-terminated path.
+        let fd = unsafe { libc::open(cpath.as_ptr(), flags, mode as libc::c_uint) };
+        if fd < 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                Some(libc::ENOENT) if !create => coded("ERR_REGION_NOT_FOUND", format!("no region at {path}")),
+                Some(libc::ENOENT) => coded("ERR_REGION_OPEN", format!("cannot create {path}: {e}")),
+                Some(libc::EACCES) | Some(libc::EPERM) => {
+                    coded("ERR_REGION_ACCESS", format!("permission denied for {path}: {e}"))
+                }
+                _ => coded("ERR_REGION_OPEN", format!("cannot open {path}: {e}")),
+            });
+        }
+        let close = |e: Error| {
+            // SAFETY: our descriptor.
+            unsafe { libc::close(fd) };
+            e
+        };
+        // One process at a time lays out or checks the header.
+        if let Err(e) = lock(fd, INIT_LOCK, true) {
+            return Err(close(coded("ERR_REGION_OPEN", format!("cannot lock {path}: {e}"))));
+        }
+        let result = map(fd, path, user_bytes, layout, build);
+        unlock(fd, INIT_LOCK);
+        result.map_err(close)
+    }
+
+    fn map(fd: i32, path: &str, user_bytes: u32, layout: Layout, build: &str) -> Result<Arc<Region>> {
+        // SAFETY: plain data, filled by fstat.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: our descriptor.
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            return Err(coded("ERR_REGION_OPEN", format!("cannot stat {path}: {}", std::io::Error::last_os_error())));
+        }
+        let id = (st.st_dev as u64, st.st_ino as u64);
+        if let Some(existing) = REGIONS.read().iter().find(|r| r.id == id) {
+            let have = (existing.len - existing.control) as u32;
+            if user_bytes != 0 && user_bytes != have {
+                return Err(mismatch(path, user_bytes, have));
+            }
+            // Mapped already: this process shares that mapping (and slot).
+            // SAFETY: our descriptor, not needed.
+            unsafe { libc::close(fd) };
+            return Ok(existing.clone());
+        }
+        let mut size = st.st_size as usize;
+        let mut fresh = size == 0;
+        if !fresh {
+            // Created by another process: check its header before anything.
+            let header = read_header(fd)?;
+            if header.0 != shared::MAGIC {
+                // Its creator died before it was ready (it held the init
+                // lock, which we hold now): lay it out again.
+                fresh = true;
+            } else {
+                let want = layout.bytes() + header.5 as usize;
+                check_header(path, header, user_bytes, layout, build)?;
+                if size != want {
+                    return Err(coded(
+                        "ERR_REGION_MISMATCH",
+                        format!("{path} is {size} bytes long where its header says {want}: it was changed by something else"),
+                    ));
+                }
+            }
+        }
+        if fresh {
+            if user_bytes == 0 {
+                return Err(coded(
+                    "ERR_REGION_NOT_FOUND",
+                    format!("{path} is not a region yet: give `bytes` to create it"),
+                ));
+            }
+            size = layout.bytes() + user_bytes as usize;
+            // SAFETY: our descriptor. Truncating to 0 first zeroes a
+            // half-made block of a creator that died.
+            let ok = unsafe { libc::ftruncate(fd, 0) == 0 && libc::ftruncate(fd, size as libc::off_t) == 0 };
+            if !ok {
+                let e = std::io::Error::last_os_error();
+                return Err(coded("ERR_REGION_NO_SPACE", format!("cannot size {path} to {size} bytes: {e}")));
+            }
+        }
+        // SAFETY: mapping our descriptor's file, shared.
+        let base =
+            unsafe { libc::mmap(ptr::null_mut(), size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
+        if base == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            return Err(coded("ERR_REGION_NO_SPACE", format!("cannot map {path}: {e}")));
+        }
+        let base = base as *mut u8;
+        if fresh {
+            // tmpfs allocates pages on first touch: touch them now, so that a
+            // full /dev/shm is an error here and not a SIGBUS later.
+            // SAFETY: our descriptor.
+            let r = unsafe { libc::posix_fallocate(fd, 0, size as libc::off_t) };
+            if r != 0 && r != libc::EOPNOTSUPP && r != libc::ENOSYS {
+                // SAFETY: the mapping just made.
+                unsafe { libc::munmap(base as *mut c_void, size) };
+                return Err(coded(
+                    "ERR_REGION_NO_SPACE",
+                    format!("no space for {size} bytes at {path}: {}", std::io::Error::from_raw_os_error(r)),
+                ));
+            }
+            // SAFETY: a zeroed block of the layout's size, ours alone under the init lock.
+            unsafe { shared::init(base, layout, user_bytes, build.as_bytes()) };
+        }
+        // SAFETY: a ready block that stays mapped as long as the Region.
+        let mut queues = unsafe { Queues::attach(base, layout, Sys { fd }) };
+        // SAFETY: our pid.
+        let pid = unsafe { libc::getpid() } as u32;
+        let claimed = match queues.claim_slot(|i| lock(fd, SLOT_LOCK + i as i64, false).unwrap_or(false), pid) {
+            Some(s) => s,
+            None => {
+                // SAFETY: the mapping just made.
+                unsafe { libc::munmap(base as *mut c_void, size) };
+                return Err(coded(
+                    "ERR_REGION_FULL",
+                    format!("every process slot of {path} is taken by a live process ({})", layout.slots),
+                ));
+            }
+        };
+        let _ = claimed;
+        let region = Arc::new(Region {
+            queues,
+            base,
+            len: size,
+            control: layout.bytes(),
+            id,
+            users: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
+            pending: Mutex::new(PendingSet::default()),
+            listener: Mutex::new(false),
+        });
+        let mut regions = REGIONS.write();
+        regions.push(region.clone());
+        MAPPED.store(regions.len(), Release);
+        Ok(region)
+    }
+
+    /// magic, layout, slots, buckets, records, user bytes, build.
+    type RawHeader = (u32, u32, u32, u32, u32, u32, Vec<u8>);
+
+    fn read_header(fd: i32) -> Result<RawHeader> {
+        let mut buf = [0u8; std::mem::size_of::<shared::Header>()];
+        // SAFETY: our descriptor, a buffer of that size.
+        let n = unsafe { libc::pread(fd, buf.as_mut_ptr() as *mut c_void, buf.len(), 0) };
+        if n != buf.len() as isize {
+            return Ok((0, 0, 0, 0, 0, 0, Vec::new()));
+        }
+        let word = |i: usize| u32::from_le_bytes(buf[i * 4..i * 4 + 4].try_into().unwrap());
+        let mut build: Vec<u8> = buf[64..128].to_vec();
+        while build.last() == Some(&0) {
+            build.pop();
+        }
+        Ok((word(0), word(1), word(2), word(3), word(4), word(5), build))
+    }
+
+    fn check_header(path: &str, h: RawHeader, user_bytes: u32, layout: Layout, build: &str) -> Result<()> {
+        if h.1 != shared::LAYOUT || h.6 != build.as_bytes() {
+            return Err(coded(
+                "ERR_REGION_VERSION",
+                format!(
+                    "{path} was made by another version of shared-futex ({}, layout {}); this is {build}, layout {}",
+                    String::from_utf8_lossy(&h.6),
+                    h.1,
+                    shared::LAYOUT
+                ),
+            ));
+        }
+        if (h.2, h.3, h.4) != (layout.slots, layout.buckets, layout.records) {
+            return Err(coded(
+                "ERR_REGION_MISMATCH",
+                format!(
+                    "{path} has {} process slots and {} waiter records; opened with {} and {}",
+                    h.2, h.4, layout.slots, layout.records
+                ),
+            ));
+        }
+        if user_bytes != 0 && user_bytes != h.5 {
+            return Err(mismatch(path, user_bytes, h.5));
+        }
+        Ok(())
+    }
+
+    fn mismatch(path: &str, asked: u32, have: u32) -> Error {
+        coded("ERR_REGION_MISMATCH", format!("{path} has {have} bytes; opened with `bytes: {asked}`"))
+    }
+
+    pub(super) fn unmap(region: &Region) {
+        // SAFETY: the mapping and descriptor this region made; nothing uses
+        // them any more (the last reference is gone).
+        unsafe {
+            libc::munmap(region.base as *mut c_void, region.len);
+            libc::close(region.queues.os().fd);
+        }
+    }
+
+    pub(super) fn unlink(path: &str) -> Result<bool> {
+        let cpath = std::ffi::CString::new(path).map_err(|_| coded("ERR_REGION_NAME", "NUL in the path".into()))?;
+        // SAFETY: NUL-terminated path.
+        if unsafe { libc::unlink(cpath.as_ptr()) } == 0 {
+            return Ok(true);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::ENOENT) => Ok(false),
+            Some(libc::EACCES) | Some(libc::EPERM) => {
+                Err(coded("ERR_REGION_ACCESS", format!("permission denied for {path}: {e}")))
+            }
+            _ => Err(coded("ERR_REGION_OPEN", format!("cannot unlink {path}: {e}"))),
+        }
+    }
+
+    pub(super) const SUPPORTED: bool = true;
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) struct Sys {
+    fd: i32,
+}
+
+#[cfg(not(target_os = "linux"))]
+mod os {
+    use super::*;
+
+    impl Os for Sys {
+        fn wait(&self, _word: &AtomicU32, _expected: u32, timeout: Option<Duration>) {
+            std::thread::sleep(timeout.unwrap_or(Duration::from_millis(1)));
+        }
+        fn wake(&self, _word: &AtomicU32, _count: u32) {}
+        fn slot_alive(&self, _slot: u32) -> bool {
+            true
+        }
+    }
+
+    fn unsupported() -> Error {
+        coded(
+            "ERR_REGION_UNSUPPORTED",
+            format!("shared regions are not implemented on {} yet (Linux only)", std::env::consts::OS),
+        )
+    }
+
+    pub(super) fn open(_: &str, _: u32, _: bool, _: u32, _: Layout, _: &str) -> Result<Arc<Region>> {
+        Err(unsupported())
+    }
+    pub(super) fn unmap(_region: &Region) {}
+    pub(super) fn unlink(_: &str) -> Result<bool> {
+        Err(unsupported())
+    }
+    pub(super) const SUPPORTED: bool = false;
+}
+
+fn sys_unmap(region: &Region) {
+    os::unmap(region)
+}
+
+// ---------------------------------------------------------------------------
+// JavaScript's calls.
+
+type CreateExternalSab = unsafe extern "C" fn(
+    sys::napi_env,
+    *mut c_void,
+    usize,
+    Option<unsafe extern "C" fn(*mut c_void, *mut c_void)>,
+    *mut c_void,
+    *mut sys::napi_value,
+) -> sys::napi_status;
+
+/// Node's `node_api_create_external_sharedarraybuffer` (24.16+, 26.1+;
+/// experimental, so not bound by napi-rs): found in the running executable.
+static CREATE_EXTERNAL_SAB: LazyLock<Option<CreateExternalSab>> = LazyLock::new(|| {
+    #[cfg(unix)]
+    {
+        if std::env::var_os("SHARED_FUTEX_NO_EXTERNAL_SAB").is_some() {
+            return None;
+        }
+        // SAFETY: a NUL-terminated name; the symbol, if Node exports it,
+        // has the type declared above (js_native_api.h).
+        let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"node_api_create_external_sharedarraybuffer".as_ptr()) };
+        (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, CreateExternalSab>(f) })
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+});
+
+/// Finalizer of a buffer over a region: gives its reference back.
+unsafe extern "C" fn released(_data: *mut c_void, hint: *mut c_void) {
+    // SAFETY: `hint` is the `Arc` leaked for this buffer.
+    let region = unsafe { Arc::from_raw(hint as *const Region) };
+    if region.users.fetch_sub(1, AcqRel) == 1 {
+        let mut regions = REGIONS.write();
+        // Opened again meanwhile (a new buffer)? Then it stays.
+        if region.users.load(Acquire) == 0 {
+            regions.retain(|r| !Arc::ptr_eq(r, &region));
+            MAPPED.store(regions.len(), Release);
+            region.closing.store(true, Release);
+            region.ring_myself();
+        }
+    }
+}
+
+unsafe extern "C" fn released_env(_env: sys::napi_env, data: *mut c_void, hint: *mut c_void) {
+    // SAFETY: as `released`.
+    unsafe { released(data, hint) }
+}
+
+/// `regionOpen(path, bytes, create, mode, build, slots, waiters)`: maps the
+/// region at `path` (see lib/region.js). Returns `[buffer, slot]`: a
+/// `SharedArrayBuffer` (where Node can make one over foreign memory) or an
+/// `ArrayBuffer` over the region's user bytes, and this process's slot.
+#[napi(js_name = "regionOpen")]
+#[allow(clippy::too_many_arguments)]
+pub fn region_open<'env>(
+    env: &'env Env,
+    path: String,
+    bytes: u32,
+    create: bool,
+    mode: u32,
+    build: String,
+    slots: u32,
+    waiters: u32,
+) -> Result<(Unknown<'env>, u32)> {
+    let layout = Layout { slots, buckets: 256, records: waiters };
+    if !layout.is_valid() {
+        return Err(Error::new(Status::InvalidArg, "invalid region layout".to_owned()));
+    }
+    let region = os::open(&path, bytes, create, mode, layout, &build)?;
+    let raw_env = env.raw();
+    let data = unsafe { region.base.add(region.control) } as *mut c_void;
+    let len = region.len - region.control;
+    region.users.fetch_add(1, AcqRel);
+    let hint = Arc::into_raw(region.clone()) as *mut c_void;
+    let mut value = ptr::null_mut();
+    let (status, shared) = match *CREATE_EXTERNAL_SAB {
+        // SAFETY: live env; the memory stays mapped until the finalizer
+        // gives the reference in `hint` back.
+        Some(create_sab) => (unsafe { create_sab(raw_env, data, len, Some(released), hint, &mut value) }, true),
+        // SAFETY: as above.
+        None => (
+            unsafe { sys::napi_create_external_arraybuffer(raw_env, data, len, Some(released_env), hint, &mut value) },
+            false,
+        ),
+    };
+    if status != sys::Status::napi_ok {
+        // SAFETY: the reference leaked above, never handed to a buffer.
+        unsafe { released(data, hint) };
+        return Err(coded(
+            "ERR_REGION_UNSUPPORTED",
+            format!("this runtime cannot make a buffer over shared memory (N-API status {status})"),
+        ));
+    }
+    let _ = shared;
+    // SAFETY: a value created on this env during this call.
+    Ok((unsafe { Unknown::from_raw_unchecked(raw_env, value) }, region.queues.my_slot()))
+}
+
+/// `regionUnlink(path)`: removes the region's name; mappings stay valid.
+#[napi(js_name = "regionUnlink")]
+pub fn region_unlink(path: String) -> Result<bool> {
+    os::unlink(&path)
+}
+
+/// Whether shared regions work on this platform.
+#[napi(js_name = "regionSupported")]
+pub fn region_supported() -> bool {
+    os::SUPPORTED
+}
+
+/// What a region holds (diagnostics and tests): its slot here, records in
+/// use by every process, this process's pending async waiters; `null` if
+/// `ta` is not over a region.
+#[napi(object)]
+pub struct RegionInfo {
+    pub slot: u32,
+    pub records_in_use: u32,
+    pub pending_async: u32,
+    pub queued: u32,
+}
+
+#[napi(js_name = "regionInfo")]
+pub fn region_info(env: Env, ta: Unknown, index: f64) -> Result<Option<RegionInfo>> {
+    // SAFETY: handles of this call; only the address is used afterwards.
+    let cell = unsafe { crate::cell::Cell::resolve(env.raw(), ta.raw(), index)? };
+    Ok(find(cell.key()).map(|(r, offset)| RegionInfo {
+        slot: r.queues.my_slot(),
+        records_in_use: r.queues.records_in_use() as u32,
+        pending_async: r.pending.lock().by_record.len() as u32,
+        queued: r.queues.len(offset) as u32,
+    }))
+}
+
+/// Whether `ta`'s memory is a region's.
+#[napi(js_name = "inRegion")]
+pub fn in_region(env: Env, ta: Unknown) -> Result<bool> {
+    // SAFETY: handles of this call; only the address is used.
+    let base = unsafe { crate::cell::Cell::base(env.raw(), ta.raw())? };
+    Ok(find(base).is_some())
+}
+
+pub(crate) fn full_error() -> Error {
+    full()
+}
+
+/// For the calls that region memory does not support yet (watching waits,
+/// the primitives' protocols).
+pub(crate) fn unsupported_here() -> Error {
+    coded(
+        "ERR_REGION_UNSUPPORTED",
+        "this call does not work on a shared region's memory yet: use wait, notify and waitAsync there".to_owned(),
+    )
+}
