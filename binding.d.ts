@@ -136,6 +136,9 @@ export interface Diagnostics {
  */
 export declare function initAsync(deliver: unknown): number
 
+/** Whether `ta`'s memory is a region's. */
+export declare function inRegion(ta: unknown): boolean
+
 /**
  * False only for a thread known to have ended: one that loaded this copy
  * of the addon (`registerThread`) and was torn down since.
@@ -210,6 +213,34 @@ export declare function probeAlive(probes: number, then: unknown): boolean
 
 /** Waiters currently queued on `ta[index]` (diagnostics and tests). */
 export declare function queueLength(ta: unknown, index: number): number
+
+export declare function regionInfo(ta: unknown, index: number): RegionInfo | null
+
+/**
+ * What a region holds (diagnostics and tests): its slot here, records in
+ * use by every process, this process's pending async waiters; `null` if
+ * `ta` is not over a region.
+ */
+export interface RegionInfo {
+  slot: number
+  recordsInUse: number
+  pendingAsync: number
+  queued: number
+}
+
+/**
+ * `regionOpen(path, bytes, create, mode, build, slots, waiters)`: maps the
+ * region at `path` (see lib/region.js). Returns `[buffer, slot]`: a
+ * `SharedArrayBuffer` (where Node can make one over foreign memory) or an
+ * `ArrayBuffer` over the region's user bytes, and this process's slot.
+ */
+export declare function regionOpen(path: string, bytes: number, create: boolean, mode: number, build: string, slots: number, waiters: number): [unknown, number]
+
+/** Whether shared regions work on this platform. */
+export declare function regionSupported(): boolean
+
+/** `regionUnlink(path)`: removes the region's name; mappings stay valid. */
+export declare function regionUnlink(path: string): boolean
 
 /** Watches this thread, `thread_id`, so that its end is recorded. */
 export declare function registerThread(threadId: number): void
