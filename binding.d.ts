@@ -228,6 +228,9 @@ export interface RegionInfo {
   queued: number
 }
 
+/** Whether a region's buffer is a `SharedArrayBuffer` here (else an `ArrayBuffer`). */
+export declare function regionMakesShared(): boolean
+
 /**
  * `regionOpen(path, bytes, create, mode, build, slots, waiters)`: maps the
  * region at `path` (see lib/region.js). Returns `[buffer, slot]`: a

@@ -38,6 +38,16 @@ const BUILD = `shared-futex ${version}`
 const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$/
 const DEFAULT_DIRECTORY = '/dev/shm'
 const MAX_BYTES = 0x7fff0000
+// Whether this runtime's Atomics work on memory that is not shared (V8 9+,
+// Node 16+): where a region's buffer can only be an ArrayBuffer, they must.
+const atomicsOnPlainMemory = (() => {
+  try {
+    Atomics.load(new Int32Array(new ArrayBuffer(4)), 0)
+    return true
+  } catch {
+    return false
+  }
+})()
 const OPTIONS = new Set(['bytes', 'create', 'mode', 'directory', 'processes', 'waiters'])
 
 function fileOf (what, name, directory) {
@@ -97,6 +107,9 @@ class SharedRegion {
     const waiters = integerOption(what, options, 'waiters', 1, 1 << 24, 4096)
     if (!binding.regionSupported()) {
       throw new SharedRegionError('ERR_REGION_UNSUPPORTED', `shared regions are not implemented on ${process.platform} yet (Linux only)`)
+    }
+    if (!binding.regionMakesShared() && !atomicsOnPlainMemory) {
+      throw new SharedRegionError('ERR_REGION_UNSUPPORTED', `Node ${process.versions.node} can neither make a SharedArrayBuffer over a region nor use Atomics on an ArrayBuffer: shared regions need Node 16 or later`)
     }
     let opened
     try {

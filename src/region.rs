@@ -749,6 +749,12 @@ pub fn region_supported() -> bool {
     os::SUPPORTED
 }
 
+/// Whether a region's buffer is a `SharedArrayBuffer` here (else an `ArrayBuffer`).
+#[napi(js_name = "regionMakesShared")]
+pub fn region_makes_shared() -> bool {
+    CREATE_EXTERNAL_SAB.is_some()
+}
+
 /// What a region holds (diagnostics and tests): its slot here, records in
 /// use by every process, this process's pending async waiters; `null` if
 /// `ta` is not over a region.
