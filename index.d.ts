@@ -221,6 +221,63 @@ export class AtomicsUnavailableError extends Error {
   readonly code: 'ERR_NO_ATOMICS'
 }
 
+// --- shared regions (across processes) --------------------------------------
+//
+// docs/region.md. Linux, Node 16 and later.
+
+/** Why a shared region could not be opened or used. */
+export type SharedRegionErrorCode =
+  | 'ERR_REGION_NOT_FOUND'
+  | 'ERR_REGION_MISMATCH'
+  | 'ERR_REGION_VERSION'
+  | 'ERR_REGION_ACCESS'
+  | 'ERR_REGION_NO_SPACE'
+  | 'ERR_REGION_FULL'
+  | 'ERR_REGION_UNSUPPORTED'
+  | 'ERR_REGION_OPEN'
+  | 'ERR_REGION_CLOSED'
+
+export class SharedRegionError extends Error {
+  readonly name: 'SharedRegionError'
+  readonly code: SharedRegionErrorCode
+}
+
+export interface SharedRegionOptions {
+  /** Size of the region's buffer in bytes (a multiple of 8): created with it if absent, checked if present. Without it the region must exist. */
+  bytes?: number
+  /** Create the region if absent (default true; needs `bytes`). */
+  create?: boolean
+  /** File mode of a region this call creates (default 0o600). */
+  mode?: number
+  /** Directory of the region's file (default '/dev/shm'). */
+  directory?: string
+  /** Process slots: how many processes can have it open at once (default 256). */
+  processes?: number
+  /** Waiter records: how many waiters of every process can be queued at once (default 4096). */
+  waiters?: number
+}
+
+/**
+ * A named shared mapping opened by every process of the machine. `wait`,
+ * `notify` and `waitAsync` on its buffer work across processes.
+ */
+export class SharedRegion {
+  private constructor()
+  /** Opens `name`, creating it with `options.bytes` if it does not exist. */
+  static open(name: string, options?: SharedRegionOptions): SharedRegion
+  /** Removes the name; mappings stay usable. False if there was none. */
+  static unlink(name: string, options?: { directory?: string }): boolean
+  /** A SharedArrayBuffer on Node 24.16+ and 26.1+, else an ArrayBuffer. */
+  readonly buffer: SharedArrayBuffer | ArrayBuffer
+  readonly name: string
+  readonly path: string
+  readonly bytes: number
+  /** This process's slot in the region. */
+  readonly slot: number
+  /** This handle lets its buffer go; the mapping goes with the last buffer over it. */
+  close(): void
+}
+
 // --- locks -----------------------------------------------------------------
 //
 // Every blocking method below (`lock`, `Condition.wait`, `acquire`, `read`,

@@ -12,6 +12,7 @@ const { types } = require('util')
 const { threadId } = require('worker_threads')
 const binding = require('./native')
 const { Atomics, hasAtomics, canBlock, cannotBlock } = require('./host')
+const { SharedRegionError } = require('./errors')
 
 const TypedArrayPrototype = Object.getPrototypeOf(Int32Array.prototype)
 const getter = (name) => Object.getOwnPropertyDescriptor(TypedArrayPrototype, name).get
@@ -398,7 +399,7 @@ function queue (ta, index, value, timeout, keepAlive) {
   try {
     seq = binding.waitAsync(ta, index, value, timeout, keepAlive, copyBase + slot)
   } catch (e) {
-    throw unclaim(slot, e)
+    throw unclaim(slot, regionError(e))
   }
   const promise = register(ta, seq, slot)
   if (promise !== null) {
@@ -570,6 +571,22 @@ function notifyConverted (ta, info, i, c) {
 // queueing: it reads the element with a plain load, which is what every
 // access of a program without Atomics is.
 
+// A wait on a shared region's memory, which can fail for want of a waiter
+// record (ERR_REGION_FULL) or for a call region memory does not support.
+function regionWait (ta, i, v, t) {
+  try {
+    return RESULTS[binding.wait(ta, i, v, t)]
+  } catch (e) {
+    throw regionError(e)
+  }
+}
+
+// The addon's region failures ("ERR_REGION_…: message") as SharedRegionErrors.
+function regionError (e) {
+  const m = /^(ERR_REGION_[A-Z_]+): ([\s\S]*)$/.exec(e && e.message)
+  return m === null ? e : new SharedRegionError(m[1], m[2])
+}
+
 // Method syntax: like the built-ins, these are not constructors.
 const api = {
   wait (ta, index, value, timeout) {
@@ -583,6 +600,7 @@ const api = {
     // A value that differs needs no queue (see "'not-equal' in JS" above).
     if (Atomics.load(ta, i) !== v) return 'not-equal'
     if (t === 0) return 'timed-out'
+    if (info.region) return regionWait(ta, i, v, t)
     return RESULTS[binding.wait(ta, i, v, t)]
   },
 
@@ -649,6 +667,7 @@ module.exports = {
     webLockFast,
     isThreadAlive: binding.isThreadAlive,
     regionBuffers,
+    regionError,
     queueLength: binding.queueLength,
     threadId,
     // For tests: what the process holds natively (see src/lib.rs), what this

@@ -29,7 +29,7 @@
 // Bad arguments are TypeErrors and RangeErrors.
 const path = require('path')
 const binding = require('./native')
-const { regionBuffers } = require('./futex').internal
+const { regionBuffers, regionError } = require('./futex').internal
 const { show } = require('./options')
 const { SharedRegionError } = require('./errors')
 const { version } = require('../package.json')
@@ -74,9 +74,7 @@ function integerOption (what, options, key, min, max, fallback) {
 
 // The addon's errors arrive as "ERR_REGION_…: message".
 function rethrow (error) {
-  const m = /^(ERR_REGION_[A-Z_]+): ([\s\S]*)$/.exec(error && error.message)
-  if (m === null) throw error
-  throw new SharedRegionError(m[1], m[2])
+  throw regionError(error)
 }
 
 const STATE = Symbol('SharedRegion state')
@@ -103,8 +101,9 @@ class SharedRegion {
     const create = options.create === undefined ? true : options.create
     if (typeof create !== 'boolean') throw new TypeError(`${what}: create must be a boolean, got ${show(create)}`)
     const mode = integerOption(what, options, 'mode', 0, 0o777, 0o600)
-    const processes = integerOption(what, options, 'processes', 1, 4096, 256)
-    const waiters = integerOption(what, options, 'waiters', 1, 1 << 24, 4096)
+    // 0: not given (256 and 4096 for a new region; an existing one's own).
+    const processes = integerOption(what, options, 'processes', 1, 4096, 0)
+    const waiters = integerOption(what, options, 'waiters', 1, 1 << 24, 0)
     if (!binding.regionSupported()) {
       throw new SharedRegionError('ERR_REGION_UNSUPPORTED', `shared regions are not implemented on ${process.platform} yet (Linux only)`)
     }

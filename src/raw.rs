@@ -274,7 +274,7 @@ unsafe extern "C" fn raw_notify(env: sys::napi_env, info: sys::napi_callback_inf
         let count = number(env, count);
         let count = if count >= u32::MAX as f64 { usize::MAX } else { count.max(0.0) as usize };
         let woken = match region::find(cell.key()) {
-            Some((region, offset)) => region.queues().notify(offset, count),
+            Some((region, offset)) => region.notify(offset, count),
             None => TABLE.notify(cell.key(), count),
         };
         from_u32(env, woken as u32)

@@ -58,6 +58,7 @@ pub(crate) struct Region {
     closing: AtomicBool,
     pending: Mutex<PendingSet>,
     listener: Mutex<bool>,
+    delivering: Mutex<()>,
 }
 
 #[derive(Default)]
@@ -195,17 +196,62 @@ fn listen(region: std::sync::Weak<Region>) {
         }
         let bell = region.queues.doorbell();
         let seen = bell.load(SeqCst);
+        let next = region.deliver(true);
+        let sleep = next.map(|d| d.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)));
+        let os = Sys { fd: region.queues.os().fd };
+        let bell_ptr: *const AtomicU32 = bell;
+        drop(region);
+        // The region may be unmapped while this thread sleeps (its last
+        // buffer collected): a closing region rings first, and a futex call
+        // on an address no longer mapped only fails (EFAULT) or, were the
+        // address mapped again meanwhile, returns within its time limit;
+        // neither reads or writes memory. The next turn then finds the
+        // region gone and ends the thread.
+        // SAFETY: the futex call reads the word only through the kernel (above).
+        os.wait(unsafe { &*bell_ptr }, seen, sleep.or(Some(Duration::from_secs(60))));
+    }
+}
+
+impl Region {
+    /// `notify` on `offset`. A waiter of this process that it wakes gets its
+    /// outcome at once, as in the process's own table, not when the
+    /// listener next runs: the notifier's thread may be about to let its
+    /// event loop end.
+    ///
+    /// The listener delivers nothing meanwhile, so that every waiter of this
+    /// process that this call wakes is delivered by this thread: one of its
+    /// own then counts as decided on its thread, which keeps its event loop
+    /// alive until the promise settles (src/resolver.rs, `complete`).
+    pub(crate) fn notify(&self, offset: u32, count: usize) -> usize {
+        let delivering = self.delivering.lock();
+        let bell = self.queues.doorbell().load(SeqCst);
+        let woken = self.queues.notify(offset, count);
+        if woken > 0 && self.queues.doorbell().load(SeqCst) != bell {
+            self.deliver_locked(false, delivering);
+        }
+        woken
+    }
+
+    /// Hands every notified async waiter of this process its outcome and,
+    /// with `deadlines`, times out those whose deadline passed. Returns the
+    /// nearest deadline still pending.
+    fn deliver(&self, deadlines: bool) -> Option<Instant> {
+        self.deliver_locked(deadlines, self.delivering.lock())
+    }
+
+    /// `deliver`, holding the `delivering` lock (one delivery at a time).
+    fn deliver_locked(&self, deadlines: bool, _delivering: parking_lot::MutexGuard<'_, ()>) -> Option<Instant> {
         let now = Instant::now();
         let mut notified = Vec::new();
         let mut expired = Vec::new();
         let mut next: Option<Instant> = None;
         {
-            let mut pending = region.pending.lock();
+            let mut pending = self.pending.lock();
             let PendingSet { by_record, by_seq } = &mut *pending;
             by_record.retain(|&r, p| {
-                if region.queues.take_notified(r) {
+                if self.queues.take_notified(r) {
                     notified.push((r, p.ticket));
-                } else if p.deadline.is_some_and(|d| d <= now) && region.queues.take(r) {
+                } else if deadlines && p.deadline.is_some_and(|d| d <= now) && self.queues.take(r) {
                     expired.push((r, p.ticket));
                 } else {
                     if let Some(d) = p.deadline {
@@ -220,26 +266,15 @@ fn listen(region: std::sync::Weak<Region>) {
         for (r, ticket) in notified {
             // A waiter whose thread is gone passes the wake-up on.
             if TABLE.notify(ticket.key, 1) == 0 {
-                region.queues.notify(region.queues.key_of(r), 1);
+                self.queues.notify(self.queues.key_of(r), 1);
             }
-            region.queues.free(r);
+            self.queues.free(r);
         }
         for (r, ticket) in expired {
             TABLE.timeout(ticket);
-            region.queues.free(r);
+            self.queues.free(r);
         }
-        let sleep = next.map(|d| d.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)));
-        let os = Sys { fd: region.queues.os().fd };
-        let bell_ptr: *const AtomicU32 = bell;
-        drop(region);
-        // The region may be unmapped while this thread sleeps (its last
-        // buffer collected): a closing region rings first, and a futex call
-        // on an address no longer mapped only fails (EFAULT) or, were the
-        // address mapped again meanwhile, returns within its time limit;
-        // neither reads or writes memory. The next turn then finds the
-        // region gone and ends the thread.
-        // SAFETY: the futex call reads the word only through the kernel (above).
-        os.wait(unsafe { &*bell_ptr }, seen, sleep.or(Some(Duration::from_secs(60))));
+        next
     }
 }
 
@@ -404,10 +439,21 @@ mod os {
         }
         let result = map(fd, path, user_bytes, layout, build);
         unlock(fd, INIT_LOCK);
-        result.map_err(close)
+        match result {
+            Ok((region, false)) => Ok(region),
+            // Mapped already: this descriptor is not needed.
+            Ok((region, true)) => {
+                close(Error::from_reason(""));
+                Ok(region)
+            }
+            Err(e) => Err(close(e)),
+        }
     }
 
-    fn map(fd: i32, path: &str, user_bytes: u32, layout: Layout, build: &str) -> Result<Arc<Region>> {
+    /// `layout`'s slots and records: 0 where the caller gave none (the
+    /// defaults when creating, the region's own when opening).
+    /// Also returns whether the region was mapped already (`fd` then unused).
+    fn map(fd: i32, path: &str, user_bytes: u32, mut layout: Layout, build: &str) -> Result<(Arc<Region>, bool)> {
         // SAFETY: plain data, filled by fstat.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: our descriptor.
@@ -420,10 +466,16 @@ mod os {
             if user_bytes != 0 && user_bytes != have {
                 return Err(mismatch(path, user_bytes, have));
             }
+            let h = existing.queues.header();
+            let (slots, records) = (h.slots.load(Relaxed), h.records.load(Relaxed));
+            if (layout.slots != 0 && layout.slots != slots) || (layout.records != 0 && layout.records != records) {
+                return Err(coded(
+                    "ERR_REGION_MISMATCH",
+                    format!("{path} has {slots} process slots and {records} waiter records"),
+                ));
+            }
             // Mapped already: this process shares that mapping (and slot).
-            // SAFETY: our descriptor, not needed.
-            unsafe { libc::close(fd) };
-            return Ok(existing.clone());
+            return Ok((existing.clone(), true));
         }
         let mut size = st.st_size as usize;
         let mut fresh = size == 0;
@@ -435,8 +487,12 @@ mod os {
                 // lock, which we hold now): lay it out again.
                 fresh = true;
             } else {
+                check_header(path, &header, user_bytes, layout, build)?;
+                layout = Layout { slots: header.2, buckets: header.3, records: header.4 };
+                if !layout.is_valid() {
+                    return Err(coded("ERR_REGION_MISMATCH", format!("{path} has an invalid header")));
+                }
                 let want = layout.bytes() + header.5 as usize;
-                check_header(path, header, user_bytes, layout, build)?;
                 if size != want {
                     return Err(coded(
                         "ERR_REGION_MISMATCH",
@@ -446,6 +502,9 @@ mod os {
             }
         }
         if fresh {
+            let defaults = Layout::default();
+            layout.slots = if layout.slots == 0 { defaults.slots } else { layout.slots };
+            layout.records = if layout.records == 0 { defaults.records } else { layout.records };
             if user_bytes == 0 {
                 return Err(coded(
                     "ERR_REGION_NOT_FOUND",
@@ -511,11 +570,12 @@ mod os {
             closing: AtomicBool::new(false),
             pending: Mutex::new(PendingSet::default()),
             listener: Mutex::new(false),
+            delivering: Mutex::new(()),
         });
         let mut regions = REGIONS.write();
         regions.push(region.clone());
         MAPPED.store(regions.len(), Release);
-        Ok(region)
+        Ok((region, false))
     }
 
     /// magic, layout, slots, buckets, records, user bytes, build.
@@ -536,7 +596,7 @@ mod os {
         Ok((word(0), word(1), word(2), word(3), word(4), word(5), build))
     }
 
-    fn check_header(path: &str, h: RawHeader, user_bytes: u32, layout: Layout, build: &str) -> Result<()> {
+    fn check_header(path: &str, h: &RawHeader, user_bytes: u32, layout: Layout, build: &str) -> Result<()> {
         if h.1 != shared::LAYOUT || h.6 != build.as_bytes() {
             return Err(coded(
                 "ERR_REGION_VERSION",
@@ -548,7 +608,8 @@ mod os {
                 ),
             ));
         }
-        if (h.2, h.3, h.4) != (layout.slots, layout.buckets, layout.records) {
+        let given = |asked: u32, have: u32| asked == 0 || asked == have;
+        if !given(layout.slots, h.2) || !given(layout.records, h.4) {
             return Err(coded(
                 "ERR_REGION_MISMATCH",
                 format!(
@@ -703,8 +764,10 @@ pub fn region_open<'env>(
     slots: u32,
     waiters: u32,
 ) -> Result<(Unknown<'env>, u32)> {
+    // 0: not given (see `map`).
     let layout = Layout { slots, buckets: 256, records: waiters };
-    if !layout.is_valid() {
+    let check = Layout { slots: slots.max(1), records: waiters.max(1), ..layout };
+    if !check.is_valid() {
         return Err(Error::new(Status::InvalidArg, "invalid region layout".to_owned()));
     }
     let region = os::open(&path, bytes, create, mode, layout, &build)?;
