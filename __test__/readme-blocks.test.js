@@ -9,7 +9,9 @@
 // nothing on stderr, and print exactly the lines its blocks' comments
 // announce (`// prints: 20000`), in any order across threads. A ```js block
 // with no file name, or one that nothing runs, fails the test: an example
-// that is not meant to run must not be a ```js block.
+// that is not meant to run must not be a ```js block. A first line that says
+// `runs on Linux, Node 16+` (either part alone too) is skipped elsewhere,
+// with that reason.
 const assert = require('assert')
 const fs = require('fs')
 const os = require('os')
@@ -71,6 +73,20 @@ function runs (blocks) {
   return result
 }
 
+// Why a block cannot run here ("runs on Linux, Node 16+" in its first
+// line), or false.
+function cannotRunHere (code) {
+  const first = code.split('\n')[0]
+  const m = /\bruns on ([^:]*)$/.exec(first)
+  if (m === null) return false
+  for (const need of m[1].split(',').map((s) => s.trim())) {
+    const node = /^Node (\d+)\+$/.exec(need)
+    if (node !== null && Number(process.versions.node.split('.')[0]) < Number(node[1])) return `needs ${need}`
+    if (need === 'Linux' && process.platform !== 'linux') return 'needs Linux'
+  }
+  return false
+}
+
 async function runBlocks (files, entry) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'shared-futex-readme-'))
   try {
@@ -109,7 +125,7 @@ describe('README.md: every js block runs as printed', () => {
   for (const r of planned) {
     const others = r.files.slice(1).map((f) => f.name)
     const title = `${r.section}: node ${r.entry.name}${others.length ? ` (with ${others.join(', ')})` : ''} exits by itself and prints what its comments say`
-    test(title, { timeout: 60000 }, async () => {
+    test(title, { timeout: 60000, skip: cannotRunHere(r.entry.code) }, async () => {
       assert.ok(r.entry.name, `README.md:${r.entry.line}: a js block without a file name`)
       const expected = r.files.flatMap((f) => announced(f.code))
       const result = await runBlocks(r.files, r.entry)
