@@ -55,7 +55,7 @@
 //! order, and frees the records of dead owners: whatever instruction the
 //! holder died at, no live waiter is lost and no dead one stays queued.
 
-use std::sync::atomic::{AtomicU32, Ordering::*};
+use crate::sync::{AtomicU32, Ordering::*};
 use std::time::{Duration, Instant};
 
 use crate::table::WaitResult;
@@ -265,6 +265,51 @@ pub fn build_of(header: &Header) -> Vec<u8> {
     out
 }
 
+/// A control block of loom atomics (which cannot be made by zeroing
+/// memory), for model tests: its base address, to [`Queues::attach`].
+#[cfg(loom)]
+pub fn model_block(layout: Layout, user_bytes: u32) -> *const u8 {
+    use std::alloc::{alloc, Layout as Mem};
+    let bytes = layout.bytes();
+    // SAFETY: a fresh allocation of `bytes` bytes, aligned to 4096; every
+    // structure is written in place before use and the block is leaked.
+    unsafe {
+        let base = alloc(Mem::from_size_align(bytes, 4096).unwrap());
+        let z = || AtomicU32::new(0);
+        std::ptr::write(
+            base as *mut Header,
+            Header {
+                magic: z(),
+                layout: z(),
+                slots: z(),
+                buckets: z(),
+                records: z(),
+                user_bytes: z(),
+                hint: z(),
+                _reserved: std::array::from_fn(|_| z()),
+                build: std::array::from_fn(|_| z()),
+            },
+        );
+        for i in 0..layout.slots as usize {
+            let at = base.add(layout.slots_at()) as *mut Slot;
+            std::ptr::write(at.add(i), Slot { gen: z(), pid: z(), doorbell: z() });
+        }
+        for i in 0..layout.buckets as usize {
+            let at = base.add(layout.buckets_at()) as *mut Bucket;
+            std::ptr::write(at.add(i), Bucket { lock: z(), head: z(), tail: z(), seq: z() });
+        }
+        for i in 0..layout.records as usize {
+            let at = base.add(layout.records_at()) as *mut Record;
+            std::ptr::write(
+                at.add(i),
+                Record { state: z(), key: z(), seq: z(), flags: z(), next: z(), prev: z(), _reserved: [z(), z()] },
+            );
+        }
+        init(base, layout, user_bytes, b"model");
+        base
+    }
+}
+
 impl<O: Os> Queues<O> {
     /// This process's view of the block at `base`, before it has a slot.
     ///
@@ -386,6 +431,7 @@ impl<O: Os> Queues<O> {
         if word.compare_exchange(0, mine, Acquire, Relaxed).is_ok() {
             return;
         }
+        #[cfg(not(loom))]
         for _ in 0..64 {
             std::hint::spin_loop();
             if word.load(Relaxed) == 0 && word.compare_exchange(0, mine, Acquire, Relaxed).is_ok() {
@@ -406,8 +452,10 @@ impl<O: Os> Queues<O> {
             }
             let started = Instant::now();
             self.os.wait(word, cur | CONTENDED, Some(HOLDER_CHECK));
+            // (Under loom a sleep is a yield: ask at once.)
+            let slept = cfg!(loom) || started.elapsed() >= HOLDER_CHECK / 2;
             if word.load(Relaxed) == cur | CONTENDED
-                && started.elapsed() >= HOLDER_CHECK / 2
+                && slept
                 && self.is_dead(Tag::of(cur & !(LOCKED | CONTENDED)))
                 && word.compare_exchange(cur | CONTENDED, mine | CONTENDED, Acquire, Relaxed).is_ok()
             {

@@ -2430,3 +2430,113 @@ mod channel {
         two_senders("channel_two_senders_read_need_again", true);
     }
 }
+
+/// The queues of shared memory (`futex_core::shared`), with threads standing
+/// in for processes. Under loom a futex sleep is a yield (a spurious return
+/// the callers absorb), so a lost wake-up shows as a waiter that never
+/// returns, which loom reports when it runs out of branches.
+mod shared_queues {
+    use super::model;
+    use futex_core::shared::{model_block, Layout, Os, Queues};
+    use futex_core::WaitResult;
+    use loom::sync::atomic::{AtomicBool, AtomicU32};
+    use loom::sync::Arc;
+    use loom::thread;
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::time::Duration;
+
+    struct ModelOs {
+        alive: Arc<[AtomicBool; 2]>,
+    }
+
+    impl Os for ModelOs {
+        fn wait(&self, _word: &AtomicU32, _expected: u32, _timeout: Option<Duration>) {
+            thread::yield_now();
+        }
+        fn wake(&self, _word: &AtomicU32, _count: u32) {}
+        fn slot_alive(&self, slot: u32) -> bool {
+            self.alive[slot as usize].load(SeqCst)
+        }
+    }
+
+    const LAYOUT: Layout = Layout { slots: 2, buckets: 1, records: 2 };
+
+    /// Two "processes" over one block, each with its own slot.
+    fn processes() -> (Queues<ModelOs>, Queues<ModelOs>) {
+        let (a, b, _) = processes_with_liveness();
+        (a, b)
+    }
+
+    fn processes_with_liveness() -> (Queues<ModelOs>, Queues<ModelOs>, Arc<[AtomicBool; 2]>) {
+        let base = model_block(LAYOUT, 64);
+        let alive = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+        let attach = |i: u32| {
+            let mut q = unsafe { Queues::attach(base, LAYOUT, ModelOs { alive: alive.clone() }) };
+            let a = alive.clone();
+            q.claim_slot(|s| s == i && a[s as usize].compare_exchange(false, true, SeqCst, SeqCst).is_ok(), 1).unwrap();
+            q
+        };
+        (attach(0), attach(1), alive)
+    }
+
+    /// A value changed before notify: the waiter either sees it under the
+    /// bucket lock or is queued when notify looks; never both missed.
+    #[test]
+    fn no_lost_wake_up_across_processes() {
+        model("shared: no lost wake-up", || {
+            let (a, b) = processes();
+            let value = Arc::new(AtomicU32::new(0));
+            let v = value.clone();
+            let waiter = thread::spawn(move || {
+                let r = a.wait(8, || v.load(SeqCst) == 0, None, Duration::from_millis(1), || false).unwrap();
+                assert!(matches!(r, WaitResult::Ok | WaitResult::NotEqual), "{r:?}");
+                (r, a.records_in_use())
+            });
+            value.store(1, SeqCst);
+            let n = b.notify(8, 1);
+            let (r, _) = waiter.join().unwrap();
+            assert_eq!(n == 1, r == WaitResult::Ok, "notify counted {n}, the waiter saw {r:?}");
+            assert_eq!(b.records_in_use(), 0);
+        });
+    }
+
+    /// A queued record taken back (a timeout, a cancel) while another
+    /// process notifies: exactly one of them has it.
+    #[test]
+    fn take_and_notify_decide_once() {
+        model("shared: take or notify", || {
+            let (a, b) = processes();
+            let r = a.alloc().unwrap();
+            assert!(a.enqueue(r, 4, true, || true));
+            let notifier = thread::spawn(move || (b.notify(4, 1), b));
+            let taken = a.take(r);
+            let (n, b) = notifier.join().unwrap();
+            assert_eq!(taken, n == 0, "taken {taken}, notified {n}");
+            if !taken {
+                assert!(a.take_notified(r));
+            }
+            a.free(r);
+            assert_eq!(b.records_in_use(), 0);
+        });
+    }
+
+    /// A waiter's process dies while a notify walks the queue: the notify
+    /// either counts it (it looked alive then) or frees its record, and
+    /// never leaves the record linked and the count wrong.
+    #[test]
+    fn a_dead_waiter_is_never_counted_after_it_is_seen_dead() {
+        model("shared: dead waiter", || {
+            let (a, b, alive) = processes_with_liveness();
+            let r = a.alloc().unwrap();
+            assert!(a.enqueue(r, 4, false, || true));
+            // What the kernel does when process `a` dies: its lock goes.
+            let killer = thread::spawn(move || alive[0].store(false, SeqCst));
+            let n = b.notify(4, 1);
+            killer.join().unwrap();
+            assert!(n <= 1);
+            assert_eq!(b.len(4), 0, "nothing stays queued");
+            assert_eq!(b.notify(4, 1), 0);
+            drop(a);
+        });
+    }
+}
