@@ -239,6 +239,19 @@ export declare function regionMakesShared(): boolean
  */
 export declare function regionOpen(path: string, bytes: number, create: boolean, mode: number, build: string, slots: number, waiters: number): [unknown, number]
 
+/**
+ * `regionOwner(ta)`: this thread's owner id in the region of `ta`'s
+ * memory (claimed on first use, given back when the thread ends), for the
+ * words of the region's locks. 0 if `ta` is not region memory.
+ */
+export declare function regionOwner(ta: unknown): number
+
+/**
+ * `regionOwnerAlive(ta, owner)`: whether the thread with that owner id (in
+ * the region of `ta`'s memory) lives: its process lives and it has not ended.
+ */
+export declare function regionOwnerAlive(ta: unknown, owner: number): boolean
+
 /** Whether shared regions work on this platform. */
 export declare function regionSupported(): boolean
 

@@ -351,11 +351,13 @@ export class AsyncLock {
    * @param buffer where the lock lives (a fresh one if omitted); its bytes
    *   must start zeroed (unlocked) the first time
    * @param byteOffset a multiple of 4, with 8 bytes room (default 0)
+   *   (a shared region's `buffer`: the lock of every process that maps it)
    * @throws {TypeError} not a SharedArrayBuffer, or a non-number offset
    * @throws {RangeError} an unaligned, negative or out-of-range offset
    */
-  constructor (buffer?: SharedArrayBuffer, byteOffset?: number)
+  constructor (buffer?: SharedArrayBuffer | ArrayBuffer, byteOffset?: number)
 
+  /** The buffer given (over a shared region on Node before 24.16: an ArrayBuffer). */
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number
   /** Whether some thread holds the lock now (a snapshot). */

@@ -36,7 +36,8 @@ const held = require('./held')
 const acquiring = require('./acquire')
 const { lockAsync, threadId } = require('./futex').internal
 const { show, sharedView, timeoutOf, asyncOptions } = require('./options')
-const { ACQUIRED, OWNER_DIED, LockTimeoutError, LockOwnershipError, DeadlockError } = require('./errors')
+const { ACQUIRED, OWNER_DIED, LockTimeoutError, LockOwnershipError, DeadlockError, SharedRegionError } = require('./errors')
+const regionLock = require('./region-lock')
 
 const WORD = 0
 const C = 1
@@ -44,6 +45,10 @@ const ME = threadId + 1 // this thread's owner id
 const LOCKED_BY_ME = ME * 2
 const MAX_OWNER = 0x3fffffff
 const VIEW = Symbol('AsyncLock view')
+// Over a shared region's memory: this thread's owner id there, and the
+// protocol of lib/region-lock.js for it; 0 and null otherwise.
+const REGION_ME = Symbol('AsyncLock region owner')
+const REGION_PROTOCOL = Symbol('AsyncLock region protocol')
 
 // Codes of the addon's lockWait / lockTry (src/lock.rs).
 const STATUS = [ACQUIRED, OWNER_DIED]
@@ -134,6 +139,13 @@ function releaseContended (ta) {
   }
 }
 
+// A release function of a region lock (lib/held.js), with `ownerDied`.
+function regionReleaser (p, ta, status) {
+  const releaseLock = held.releaser(p.release, ta)
+  releaseLock.ownerDied = status === OWNER_DIED
+  return releaseLock
+}
+
 // A release function (lib/held.js), with `ownerDied`.
 function releaser (ta, status) {
   const releaseLock = held.releaser(release, ta)
@@ -149,7 +161,10 @@ class AsyncLock {
    */
   constructor (buffer, byteOffset) {
     if (ME > MAX_OWNER) throw new RangeError(`AsyncLock: threadId ${threadId} is too large (at most ${MAX_OWNER - 1})`)
-    this[VIEW] = sharedView('AsyncLock', buffer, byteOffset, AsyncLock.BYTES)
+    const view = sharedView('AsyncLock', buffer, byteOffset, AsyncLock.BYTES, true)
+    this[VIEW] = view
+    this[REGION_ME] = buffer === undefined ? 0 : regionLock.ownerIn(view)
+    this[REGION_PROTOCOL] = this[REGION_ME] === 0 ? null : regionLock.protocolFor(this[REGION_ME])
   }
 
   get buffer () { return this[VIEW].buffer }
@@ -163,6 +178,7 @@ class AsyncLock {
     const t = timeoutOf('AsyncLock.lock', timeout)
     checkCanBlock('AsyncLock.lock')
     const ta = this[VIEW]
+    if (this[REGION_ME] !== 0) return regionLock.lock(ta, this[REGION_ME], t, 'AsyncLock.lock')
     if (Atomics.compareExchange(ta, WORD, 0, LOCKED_BY_ME) === 0) return ACQUIRED
     return lockContended(ta, t)
   }
@@ -170,6 +186,7 @@ class AsyncLock {
   /** Acquires without waiting: ACQUIRED, OWNER_DIED, or false if held. */
   tryLock () {
     const ta = this[VIEW]
+    if (this[REGION_ME] !== 0) return regionLock.tryLock(ta, this[REGION_ME])
     if (Atomics.compareExchange(ta, WORD, 0, LOCKED_BY_ME) === 0) return ACQUIRED
     const r = binding.lockTry(ta, WORD, ME)
     return r < STATUS.length ? STATUS[r] : false
@@ -177,6 +194,7 @@ class AsyncLock {
 
   unlock () {
     const ta = this[VIEW]
+    if (this[REGION_ME] !== 0) return regionLock.unlock(ta, this[REGION_ME], 'AsyncLock.unlock')
     if (Atomics.compareExchange(ta, WORD, LOCKED_BY_ME, 0) !== LOCKED_BY_ME) releaseContended(ta)
   }
 
@@ -189,8 +207,10 @@ class AsyncLock {
       return Promise.reject(e)
     }
     const ta = this[VIEW]
-    if (PROTOCOL.now(ta, opts)) return Promise.resolve(releaser(ta, ACQUIRED))
-    return acquiring.acquire(PROTOCOL, ta, opts, 'AsyncLock.lockAsync').then((status) => releaser(ta, status))
+    const p = this[REGION_PROTOCOL] || PROTOCOL
+    const release = p === PROTOCOL ? releaser : (ta, status) => regionReleaser(p, ta, status)
+    if (p.now(ta, opts)) return Promise.resolve(release(ta, ACQUIRED))
+    return acquiring.acquire(p, ta, opts, 'AsyncLock.lockAsync').then((status) => release(ta, status))
   }
 
   /**
@@ -198,12 +218,12 @@ class AsyncLock {
    * releasing. The lock is asked for one microtask after the call.
    */
   runExclusive (fn, options) {
-    return acquiring.exclusive(PROTOCOL, this[VIEW], fn, options, 'AsyncLock.runExclusive', true)
+    return acquiring.exclusive(this[REGION_PROTOCOL] || PROTOCOL, this[VIEW], fn, options, 'AsyncLock.runExclusive', true)
   }
 
   /** The V8 blog's executeLocked: the same as runExclusive (documented alias). */
   executeLocked (fn, options) {
-    return acquiring.exclusive(PROTOCOL, this[VIEW], fn, options, 'AsyncLock.executeLocked', true)
+    return acquiring.exclusive(this[REGION_PROTOCOL] || PROTOCOL, this[VIEW], fn, options, 'AsyncLock.executeLocked', true)
   }
 }
 
@@ -214,6 +234,9 @@ AsyncLock.OWNER_DIED = OWNER_DIED
 // For Condition: the lock's view, and whether this thread holds it.
 function viewOf (lock, what) {
   if (!(lock instanceof AsyncLock)) throw new TypeError(`${what}: expected an AsyncLock, got ${show(lock)}`)
+  if (lock[REGION_ME] !== 0) {
+    throw new SharedRegionError('ERR_REGION_UNSUPPORTED', `${what}: an AsyncLock in a shared region does not work with it yet`)
+  }
   return lock[VIEW]
 }
 function heldByThisThread (ta) {

@@ -22,7 +22,7 @@ function show (value) {
 // An Int32Array of `bytes / 4` elements at `byteOffset` of `buffer`, or over
 // a fresh SharedArrayBuffer when `buffer` is undefined. Every primitive is
 // made here: in a runtime without Atomics (lib/host.js), none can be.
-function sharedView (what, buffer, byteOffset, bytes) {
+function sharedView (what, buffer, byteOffset, bytes, acrossProcesses) {
   if (!hasAtomics) {
     throw new AtomicsUnavailableError(`${what}: this runtime has no Atomics (node --no-harmony-atomics?), which every primitive needs; wait, notify and waitAsync work without it`)
   }
@@ -32,8 +32,9 @@ function sharedView (what, buffer, byteOffset, bytes) {
     }
     return new Int32Array(new SharedArrayBuffer(bytes))
   }
-  if (regionBuffers.has(buffer)) throw notAcrossProcesses(what)
-  if (!types.isSharedArrayBuffer(buffer)) {
+  const region = regionBuffers.has(buffer)
+  if (region && !acrossProcesses) throw notAcrossProcesses(what)
+  if (!region && !types.isSharedArrayBuffer(buffer)) {
     throw new TypeError(`${what}: the buffer must be a SharedArrayBuffer, got ${show(buffer)}`)
   }
   const offset = byteOffset === undefined ? 0 : byteOffset
@@ -50,7 +51,7 @@ function sharedView (what, buffer, byteOffset, bytes) {
     throw new RangeError(`${what}: ${bytes} bytes at byteOffset ${offset} do not fit in a buffer of ${buffer.byteLength} bytes`)
   }
   const view = new Int32Array(buffer, offset, bytes / 4)
-  if (binding.inRegion(view)) throw notAcrossProcesses(what)
+  if (!acrossProcesses && binding.inRegion(view)) throw notAcrossProcesses(what)
   return view
 }
 
@@ -58,7 +59,7 @@ function sharedView (what, buffer, byteOffset, bytes) {
 // in this process's table: over a shared region they would look right in
 // one process and be wrong across several. Refused until they are ported.
 function notAcrossProcesses (what) {
-  return new SharedRegionError('ERR_REGION_UNSUPPORTED', `${what} does not work on a shared region's memory yet (only wait, notify and waitAsync do): it would not exclude other processes`)
+  return new SharedRegionError('ERR_REGION_UNSUPPORTED', `${what} does not work on a shared region's memory yet (AsyncLock, wait, notify and waitAsync do): it would not exclude other processes`)
 }
 
 // A timeout in ms: undefined is forever; otherwise a number ≥ 0 (Infinity allowed).

@@ -488,7 +488,7 @@ mod os {
                 fresh = true;
             } else {
                 check_header(path, &header, user_bytes, layout, build)?;
-                layout = Layout { slots: header.2, buckets: header.3, records: header.4 };
+                layout = Layout { slots: header.2, buckets: header.3, records: header.4, threads: header.7 };
                 if !layout.is_valid() {
                     return Err(coded("ERR_REGION_MISMATCH", format!("{path} has an invalid header")));
                 }
@@ -578,22 +578,22 @@ mod os {
         Ok((region, false))
     }
 
-    /// magic, layout, slots, buckets, records, user bytes, build.
-    type RawHeader = (u32, u32, u32, u32, u32, u32, Vec<u8>);
+    /// magic, layout, slots, buckets, records, user bytes, build, threads.
+    type RawHeader = (u32, u32, u32, u32, u32, u32, Vec<u8>, u32);
 
     fn read_header(fd: i32) -> Result<RawHeader> {
         let mut buf = [0u8; std::mem::size_of::<shared::Header>()];
         // SAFETY: our descriptor, a buffer of that size.
         let n = unsafe { libc::pread(fd, buf.as_mut_ptr() as *mut c_void, buf.len(), 0) };
         if n != buf.len() as isize {
-            return Ok((0, 0, 0, 0, 0, 0, Vec::new()));
+            return Ok((0, 0, 0, 0, 0, 0, Vec::new(), 0));
         }
         let word = |i: usize| u32::from_le_bytes(buf[i * 4..i * 4 + 4].try_into().unwrap());
         let mut build: Vec<u8> = buf[64..128].to_vec();
         while build.last() == Some(&0) {
             build.pop();
         }
-        Ok((word(0), word(1), word(2), word(3), word(4), word(5), build))
+        Ok((word(0), word(1), word(2), word(3), word(4), word(5), build, word(7)))
     }
 
     fn check_header(path: &str, h: &RawHeader, user_bytes: u32, layout: Layout, build: &str) -> Result<()> {
@@ -765,7 +765,7 @@ pub fn region_open<'env>(
     waiters: u32,
 ) -> Result<(Unknown<'env>, u32)> {
     // 0: not given (see `map`).
-    let layout = Layout { slots, buckets: 256, records: waiters };
+    let layout = Layout { slots, buckets: 256, records: waiters, threads: Layout::default().threads };
     let check = Layout { slots: slots.max(1), records: waiters.max(1), ..layout };
     if !check.is_valid() {
         return Err(Error::new(Status::InvalidArg, "invalid region layout".to_owned()));
@@ -798,6 +798,60 @@ pub fn region_open<'env>(
     let _ = shared;
     // SAFETY: a value created on this env during this call.
     Ok((unsafe { Unknown::from_raw_unchecked(raw_env, value) }, region.queues.my_slot()))
+}
+
+thread_local! {
+    /// The owner ids this thread holds in regions (`regionOwner`), given
+    /// back when the thread ends.
+    static OWNERS: std::cell::RefCell<Vec<(std::sync::Weak<Region>, u32)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+    static HOOKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// This thread's env is torn down: its owner ids die with it, so that a
+/// lock it held is taken over (with `ownerDied`) by the next locker.
+unsafe extern "C" fn thread_owners_end(_arg: *mut c_void) {
+    let owners = OWNERS.with(|o| std::mem::take(&mut *o.borrow_mut()));
+    for (region, owner) in owners {
+        if let Some(region) = region.upgrade() {
+            region.queues.release_thread(owner);
+        }
+    }
+}
+
+/// `regionOwner(ta)`: this thread's owner id in the region of `ta`'s
+/// memory (claimed on first use, given back when the thread ends), for the
+/// words of the region's locks. 0 if `ta` is not region memory.
+#[napi(js_name = "regionOwner")]
+pub fn region_owner(env: Env, ta: Unknown) -> Result<u32> {
+    // SAFETY: handles of this call; only the address is used.
+    let base = unsafe { crate::cell::Cell::base(env.raw(), ta.raw())? };
+    let Some((region, _)) = find(base) else { return Ok(0) };
+    let known = OWNERS
+        .with(|o| o.borrow().iter().find(|(r, _)| std::ptr::eq(r.as_ptr(), Arc::as_ptr(&region))).map(|&(_, id)| id));
+    if let Some(id) = known {
+        return Ok(id);
+    }
+    if !HOOKED.get() {
+        // SAFETY: the hook ignores its argument.
+        let status = unsafe { sys::napi_add_env_cleanup_hook(env.raw(), Some(thread_owners_end), ptr::null_mut()) };
+        crate::check(status, "napi_add_env_cleanup_hook")?;
+        HOOKED.set(true);
+    }
+    let id = region.queues.claim_thread().ok_or_else(|| {
+        coded("ERR_REGION_FULL", "every thread slot of the region is held by a live process's thread".to_owned())
+    })?;
+    OWNERS.with(|o| o.borrow_mut().push((Arc::downgrade(&region), id)));
+    Ok(id)
+}
+
+/// `regionOwnerAlive(ta, owner)`: whether the thread with that owner id (in
+/// the region of `ta`'s memory) lives: its process lives and it has not ended.
+#[napi(js_name = "regionOwnerAlive")]
+pub fn region_owner_alive(env: Env, ta: Unknown, owner: u32) -> Result<bool> {
+    // SAFETY: handles of this call; only the address is used.
+    let base = unsafe { crate::cell::Cell::base(env.raw(), ta.raw())? };
+    Ok(find(base).is_some_and(|(region, _)| region.queues.owner_alive(owner)))
 }
 
 /// `regionUnlink(path)`: removes the region's name; mappings stay valid.

@@ -76,7 +76,7 @@ pub trait Os: Sync {
 /// The first word of a ready control block.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"SFRG");
 /// The layout of the control block; a block of another layout is refused.
-pub const LAYOUT: u32 = 1;
+pub const LAYOUT: u32 = 2;
 
 /// Most process slots a block can have (the tag's slot field).
 pub const MAX_SLOTS: u32 = 4096;
@@ -102,13 +102,18 @@ pub struct Layout {
     pub slots: u32,
     pub buckets: u32,
     pub records: u32,
+    /// Thread slots: owners of the region's locks ([`Queues::claim_thread`]).
+    pub threads: u32,
 }
 
 impl Default for Layout {
     fn default() -> Self {
-        Layout { slots: 256, buckets: 256, records: 4096 }
+        Layout { slots: 256, buckets: 256, records: 4096, threads: 1024 }
     }
 }
+
+/// Most thread slots a block can have (an owner id's index field).
+pub const MAX_THREADS: u32 = 4095;
 
 /// The control block's first 128 bytes.
 #[repr(C)]
@@ -124,7 +129,8 @@ pub struct Header {
     pub user_bytes: AtomicU32,
     /// Where the next record search starts.
     hint: AtomicU32,
-    _reserved: [AtomicU32; 9],
+    pub threads: AtomicU32,
+    _reserved: [AtomicU32; 8],
     /// The embedder's version string (NUL-padded), so that two builds that
     /// might lay out their users' words differently refuse each other.
     pub build: [AtomicU32; 16],
@@ -151,6 +157,16 @@ struct Bucket {
     seq: AtomicU32,
 }
 
+/// A thread slot: a thread of some process that owns, or may own, the
+/// region's locks. Its owner id is its index and generation.
+#[repr(C)]
+struct ThreadSlot {
+    /// The tag of the thread's process; 0: free.
+    tag: AtomicU32,
+    /// Incremented by every claim and every release.
+    gen: AtomicU32,
+}
+
 #[repr(C)]
 struct Record {
     /// kind (2 bits) | owner tag.
@@ -174,9 +190,12 @@ impl Layout {
     fn records_at(&self) -> usize {
         self.buckets_at() + self.buckets as usize * std::mem::size_of::<Bucket>()
     }
+    fn threads_at(&self) -> usize {
+        self.records_at() + self.records as usize * std::mem::size_of::<Record>()
+    }
     /// Bytes of a control block with this layout, rounded up to 4 KiB.
     pub fn bytes(&self) -> usize {
-        let end = self.records_at() + self.records as usize * std::mem::size_of::<Record>();
+        let end = self.threads_at() + self.threads as usize * std::mem::size_of::<ThreadSlot>();
         end.div_ceil(4096) * 4096
     }
     /// Whether the sizes are usable (slots and buckets powers of two, within limits).
@@ -185,6 +204,7 @@ impl Layout {
             && self.buckets.is_power_of_two()
             && self.buckets <= 1 << 16
             && (1..=1 << 24).contains(&self.records)
+            && (1..=MAX_THREADS).contains(&self.threads)
     }
 }
 
@@ -215,6 +235,7 @@ pub struct Queues<O: Os> {
     slots: *const Slot,
     buckets: *const Bucket,
     records: *const Record,
+    threads: *const ThreadSlot,
     layout: Layout,
     me: Tag,
     os: O,
@@ -245,6 +266,7 @@ pub unsafe fn init(base: *mut u8, layout: Layout, user_bytes: u32, build: &[u8])
     header.slots.store(layout.slots, Relaxed);
     header.buckets.store(layout.buckets, Relaxed);
     header.records.store(layout.records, Relaxed);
+    header.threads.store(layout.threads, Relaxed);
     header.user_bytes.store(user_bytes, Relaxed);
     for (i, word) in header.build.iter().enumerate() {
         let mut b = [0u8; 4];
@@ -286,6 +308,7 @@ pub fn model_block(layout: Layout, user_bytes: u32) -> *const u8 {
                 records: z(),
                 user_bytes: z(),
                 hint: z(),
+                threads: z(),
                 _reserved: std::array::from_fn(|_| z()),
                 build: std::array::from_fn(|_| z()),
             },
@@ -304,6 +327,10 @@ pub fn model_block(layout: Layout, user_bytes: u32) -> *const u8 {
                 at.add(i),
                 Record { state: z(), key: z(), seq: z(), flags: z(), next: z(), prev: z(), _reserved: [z(), z()] },
             );
+        }
+        for i in 0..layout.threads as usize {
+            let at = base.add(layout.threads_at()) as *mut ThreadSlot;
+            std::ptr::write(at.add(i), ThreadSlot { tag: z(), gen: z() });
         }
         init(base, layout, user_bytes, b"model");
         base
@@ -324,6 +351,7 @@ impl<O: Os> Queues<O> {
                 slots: base.add(layout.slots_at()) as *const Slot,
                 buckets: base.add(layout.buckets_at()) as *const Bucket,
                 records: base.add(layout.records_at()) as *const Record,
+                threads: base.add(layout.threads_at()) as *const ThreadSlot,
                 layout,
                 me: Tag(0),
                 os,
@@ -776,6 +804,53 @@ impl<O: Os> Queues<O> {
     /// releases the slot's kernel lock afterwards.
     pub fn release_slot(&self) {
         self.slot(self.me.slot()).gen.fetch_add(1, SeqCst);
+    }
+
+    fn thread_slot(&self, i: u32) -> &ThreadSlot {
+        // SAFETY: in bounds by the modulo.
+        unsafe { &*self.threads.add((i % self.layout.threads) as usize) }
+    }
+
+    /// Claims a thread slot for a thread of this process and returns its
+    /// owner id (below 2³⁰, never 0): the index + 1 in the low 12 bits, the
+    /// slot's generation above. A slot is free, or its process is dead.
+    /// `None`: every slot is held by a live process's thread.
+    pub fn claim_thread(&self) -> Option<u32> {
+        for i in 0..self.layout.threads {
+            let t = self.thread_slot(i);
+            let tag = t.tag.load(Acquire);
+            if (tag == 0 || self.is_dead(Tag(tag))) && t.tag.compare_exchange(tag, self.me.0, AcqRel, Relaxed).is_ok() {
+                let gen = t.gen.fetch_add(1, AcqRel).wrapping_add(1);
+                return Some((i + 1) | ((gen & 0x3ffff) << 12));
+            }
+        }
+        None
+    }
+
+    /// Gives a thread slot of this process back (its thread ended): every
+    /// word naming its owner id names a dead owner from now on.
+    pub fn release_thread(&self, owner: u32) {
+        let Some(i) = (owner & 0xfff).checked_sub(1) else { return };
+        if i >= self.layout.threads {
+            return;
+        }
+        let t = self.thread_slot(i);
+        if t.gen.load(Acquire) & 0x3ffff == owner >> 12 && t.tag.load(Acquire) == self.me.0 {
+            t.gen.fetch_add(1, AcqRel);
+            t.tag.store(0, Release);
+        }
+    }
+
+    /// Whether the thread with owner id `owner` is alive: its slot still
+    /// has that generation and its process lives. 0 is nobody (false).
+    pub fn owner_alive(&self, owner: u32) -> bool {
+        let Some(i) = (owner & 0xfff).checked_sub(1) else { return false };
+        if i >= self.layout.threads {
+            return false;
+        }
+        let t = self.thread_slot(i);
+        let tag = t.tag.load(Acquire);
+        t.gen.load(Acquire) & 0x3ffff == owner >> 12 && tag != 0 && !self.is_dead(Tag(tag))
     }
 
     /// Test hook: locks bucket of `key` and never unlocks it (a holder that dies inside).

@@ -2459,7 +2459,7 @@ mod shared_queues {
         }
     }
 
-    const LAYOUT: Layout = Layout { slots: 2, buckets: 1, records: 2 };
+    const LAYOUT: Layout = Layout { slots: 2, buckets: 1, records: 2, threads: 1 };
 
     /// Two "processes" over one block, each with its own slot.
     fn processes() -> (Queues<ModelOs>, Queues<ModelOs>) {

@@ -77,7 +77,7 @@ impl Block {
 static WORDS: [AtomicU32; 16] = [const { AtomicU32::new(0) }; 16];
 
 fn small() -> Layout {
-    Layout { slots: 8, buckets: 4, records: 64 }
+    Layout { slots: 8, buckets: 4, records: 64, threads: 8 }
 }
 
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
@@ -224,7 +224,7 @@ fn a_lock_holder_that_dies_is_taken_over() {
 /// what the dead one left is purged, and its old tag stays dead.
 #[test]
 fn slots_are_reused_with_new_generations() {
-    let block = Block::new(Layout { slots: 2, buckets: 4, records: 8 });
+    let block = Block::new(Layout { slots: 2, buckets: 4, records: 8, threads: 2 });
     let a = block.process();
     let r = a.alloc().unwrap();
     assert!(a.enqueue(r, 5, false, || true));
@@ -239,7 +239,7 @@ fn slots_are_reused_with_new_generations() {
 
 #[test]
 fn records_run_out_cleanly() {
-    let block = Block::new(Layout { slots: 2, buckets: 4, records: 2 });
+    let block = Block::new(Layout { slots: 2, buckets: 4, records: 2, threads: 2 });
     let q = block.process();
     let r1 = q.alloc().unwrap();
     let r2 = q.alloc().unwrap();
@@ -317,7 +317,7 @@ fn an_interrupted_waiter_passes_its_wake_up_on() {
 /// counted match waiters woken, and no record is left.
 #[test]
 fn stress_counts_match() {
-    let block = Block::new(Layout { slots: 16, buckets: 2, records: 256 });
+    let block = Block::new(Layout { slots: 16, buckets: 2, records: 256, threads: 4 });
     let woken = Arc::new(AtomicUsize::new(0));
     let counted = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicBool::new(false));
@@ -376,4 +376,29 @@ fn stress_counts_match() {
     assert_eq!(woken.load(SeqCst), counted.load(SeqCst));
     assert_eq!(last.records_in_use(), 0);
     let _ = block.word(0);
+}
+
+/// Owner ids of threads: alive while claimed by a live process, dead once
+/// released or once the process dies, and a reclaimed slot gives a new id.
+#[test]
+fn thread_owners() {
+    let block = Block::new(Layout { slots: 2, buckets: 4, records: 8, threads: 2 });
+    let a = block.process();
+    let b = block.process();
+    let t1 = a.claim_thread().unwrap();
+    let t2 = a.claim_thread().unwrap();
+    assert_ne!(t1, 0);
+    assert!(t1 < 1 << 30 && t2 < 1 << 30);
+    assert_eq!(b.claim_thread(), None, "both slots are held by a live process");
+    assert!(b.owner_alive(t1) && b.owner_alive(t2));
+    assert!(!b.owner_alive(0));
+    a.release_thread(t1);
+    assert!(!b.owner_alive(t1));
+    let t3 = b.claim_thread().unwrap();
+    assert_ne!(t3, t1, "a reclaimed slot has a new generation");
+    assert!(a.owner_alive(t3));
+    block.kill(&a);
+    assert!(!b.owner_alive(t2), "its process died");
+    let t4 = b.claim_thread().unwrap();
+    assert!(b.owner_alive(t4) && !b.owner_alive(t2));
 }
