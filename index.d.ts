@@ -243,7 +243,7 @@ export class SharedRegionError extends Error {
 }
 
 export interface SharedRegionOptions {
-  /** Size of the region's buffer in bytes (a multiple of 8): created with it if absent, checked if present. Without it the region must exist. */
+  /** Size of the region's buffer in bytes (a multiple of 8, at most 1 GiB): created with it if absent, checked if present. Without it the region must exist. */
   bytes?: number
   /** Create the region if absent (default true; needs `bytes`). */
   create?: boolean

@@ -37,7 +37,8 @@ const { version } = require('../package.json')
 const BUILD = `shared-futex ${version}`
 const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$/
 const DEFAULT_DIRECTORY = '/dev/shm'
-const MAX_BYTES = 0x7fff0000
+// 1 GiB: an offset travels in 30 bits (src/region.rs, `deliver`).
+const MAX_BYTES = 0x40000000
 // Whether this runtime's Atomics work on memory that is not shared (V8 9+,
 // Node 16+): where a region's buffer can only be an ArrayBuffer, they must.
 const atomicsOnPlainMemory = (() => {
@@ -130,6 +131,9 @@ class SharedRegion {
     if (options === undefined) options = {}
     if (options === null || typeof options !== 'object') {
       throw new TypeError(`${what}: options must be an object, got ${show(options)}`)
+    }
+    for (const key of Object.keys(options)) {
+      if (key !== 'directory') throw new TypeError(`${what}: unknown option ${JSON.stringify(key)} (known: directory)`)
     }
     const file = fileOf(what, name, options.directory)
     try {

@@ -264,9 +264,16 @@ impl Region {
             });
         }
         for (r, ticket) in notified {
-            // A waiter whose thread is gone passes the wake-up on.
-            if TABLE.notify(ticket.key, 1) == 0 {
-                self.queues.notify(self.queues.key_of(r), 1);
+            // The unpark token carries the offset (its kind bits 0: 'ok'),
+            // so that a wake-up lost with a thread that ends before its
+            // JavaScript runs is passed on there (`RegionAsync::lost`) after
+            // the record is free. A waiter whose thread is gone already
+            // passes it on here.
+            let offset = self.queues.key_of(r);
+            let token: futex_core::UnparkToken = offset << 2;
+            let (_, woken) = TABLE.unpark_one_if(ticket.key, |found| found.unparked.map(|_| token));
+            if !woken {
+                self.queues.notify(offset, 1);
             }
             self.queues.free(r);
         }
@@ -307,14 +314,11 @@ impl Protocol for RegionAsync {
         }
     }
 
-    fn lost(&self, _table: &WaitTable, key: Key, _token: UnparkToken) {
+    fn lost(&self, _table: &WaitTable, key: Key, token: UnparkToken) {
         // Delivered to a thread that ended before its JavaScript ran: the
-        // record is still reserved while the listener delivers.
+        // token carries the offset its record waited on (`deliver`).
         if let Some(region) = find_control(key) {
-            let r = region.record_of(key);
-            if region.queues.is_reserved_by_me(r) {
-                region.queues.notify(region.queues.key_of(r), 1);
-            }
+            region.queues.notify(token >> 2, 1);
         }
     }
 }

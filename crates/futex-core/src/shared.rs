@@ -559,7 +559,8 @@ impl<O: Os> Queues<O> {
         rec.next.store(0, Relaxed);
     }
 
-    /// Takes a free record (or one a dead process left unlinked). `None`: all in use.
+    /// Takes a free record, or one a dead process left (unlinking it if it
+    /// is still queued). `None`: all in use by live processes.
     pub fn alloc(&self) -> Option<u32> {
         let n = self.layout.records;
         let start = self.header().hint.load(Relaxed) % n;
@@ -570,9 +571,15 @@ impl<O: Os> Queues<O> {
             let state = rec.state.load(Relaxed);
             let took = if state == FREE {
                 rec.state.compare_exchange(FREE, mine, Acquire, Relaxed).is_ok()
-            } else if state & KIND != WAITING && Tag::of(state).slot() != self.me.slot() && self.is_dead(Tag::of(state))
-            {
-                rec.state.compare_exchange(state, mine, Acquire, Relaxed).is_ok()
+            } else if Tag::of(state).slot() != self.me.slot() && self.is_dead(Tag::of(state)) {
+                // A dead process's record: a queued one leaves its list
+                // first (under its bucket's lock), then it is free.
+                if state & KIND == WAITING {
+                    self.reclaim(r, state);
+                    rec.state.compare_exchange(FREE, mine, Acquire, Relaxed).is_ok()
+                } else {
+                    rec.state.compare_exchange(state, mine, Acquire, Relaxed).is_ok()
+                }
             } else {
                 false
             };
@@ -649,12 +656,6 @@ impl<O: Os> Queues<O> {
     /// The record at `address` (as [`record_address`](Self::record_address) gave it).
     pub fn record_at(&self, address: usize) -> u32 {
         ((address - self.records as usize) / std::mem::size_of::<Record>()) as u32
-    }
-
-    /// Whether record `r` is reserved by this process (taken out of its
-    /// queue, its outcome being delivered).
-    pub fn is_reserved_by_me(&self, r: u32) -> bool {
-        self.record(r).state.load(Acquire) == self.me.0 | RESERVED
     }
 
     /// The offset record `r` waits on.

@@ -402,3 +402,23 @@ fn thread_owners() {
     let t4 = b.claim_thread().unwrap();
     assert!(b.owner_alive(t4) && !b.owner_alive(t2));
 }
+
+/// A dead process's queued records are taken back by the next search for a
+/// free record: its waiters never use the block's records up.
+#[test]
+fn a_dead_process_never_uses_the_records_up() {
+    let block = Block::new(Layout { slots: 2, buckets: 4, records: 2, threads: 2 });
+    let dead = block.process();
+    for key in [4, 8] {
+        let r = dead.alloc().unwrap();
+        assert!(dead.enqueue(r, key, true, || true));
+    }
+    let live = block.process();
+    assert_eq!(live.alloc(), None, "both records are queued by a live process");
+    block.kill(&dead);
+    let r = live.alloc().expect("a dead process's queued record is taken back");
+    live.free(r);
+    assert_eq!(live.records_in_use(), 1, "the other one stays until a search or a notify reaches it");
+    let at = Instant::now() + Duration::from_millis(5);
+    assert_eq!(live.wait(4, || true, Some(at), Duration::from_millis(5), || false), Ok(WaitResult::TimedOut));
+}
