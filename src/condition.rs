@@ -95,7 +95,7 @@ pub fn condition_wait_async(env: Env, ta: Unknown, index: f64, seen: i32, timeou
     // SAFETY: handles of this call.
     let key = unsafe { word(&env, &ta, index)? };
     let at = deadline(timeout);
-    let token = || Token::new(slot, true, at.is_some()).condition().0;
+    let token = || Token::new(slot, true, at.is_some()).follow_up().0;
     // SAFETY: the array argument keeps the word alive during the call, and
     // the JS layer keeps it alive while the waiter is queued.
     match unsafe { CONDVAR.wait_async(&TABLE, key, seen as u32, owner.clone(), token) } {

@@ -237,23 +237,50 @@ pub(crate) fn is_dead(id: u32) -> bool {
     i < dead.len() && dead[i].0 <= id
 }
 
-/// A thread's env is torn down: record its death, then hand every lock
-/// word that names it and has waiters to its oldest waiter (src/lock.rs),
-/// and release every reader-writer lock it held with waiters, forgetting
-/// its registered readers (src/rwlock.rs), and end its Web Locks requests
-/// and locks, granting the requests they held up (src/web_locks.rs):
-/// owner death is pushed, nobody has to poll for it. A locker that arrives
-/// later finds the death recorded and takes the lock over itself.
+/// When a primitive's work at a thread's end runs, relative to the wait
+/// table's own (which hands every lock word that names the thread and has
+/// waiters to its oldest waiter, and wakes the watching waiters).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ThreadEnd {
+    Before,
+    After,
+}
+
+/// What primitives need done when a thread ends, each registered by its
+/// primitive the first time it is used ([`on_thread_end`]): this layer
+/// knows none of them.
+static THREAD_END_HOOKS: Mutex<Vec<(ThreadEnd, fn(u32))>> = Mutex::new(Vec::new());
+
+/// Registers `hook(threadId)` to run at every thread's end from now on, at
+/// `when` (once per hook, however often it is registered). A primitive
+/// registers before it can hold anything of a thread: its first use.
+pub(crate) fn on_thread_end(when: ThreadEnd, hook: fn(u32)) {
+    let mut hooks = THREAD_END_HOOKS.lock();
+    if !hooks.iter().any(|&(w, h)| w == when && std::ptr::fn_addr_eq(h, hook)) {
+        hooks.push((when, hook));
+    }
+}
+
+/// A thread's env is torn down: record its death, then let the primitives
+/// and the wait table act on it (a lock it held goes to its oldest waiter
+/// (src/lock.rs), a reader-writer lock it held is released and its readers
+/// forgotten, its Web Locks requests end...): owner death is pushed, nobody
+/// has to poll for it. A locker that arrives later finds the death recorded
+/// and takes the lock over itself.
 unsafe extern "C" fn thread_ended(arg: *mut c_void) {
     let id = arg as usize as u32;
     record_death(id);
     // Counted after the death is recorded and before the watching waiters
     // are woken (`TABLE.thread_ended`): see `ENDS`.
     ENDS[0].fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    rwlock::RWLOCK.forget_readers(id + 1);
+    let hooks = THREAD_END_HOOKS.lock().clone();
+    for &(_, hook) in hooks.iter().filter(|&&(when, _)| when == ThreadEnd::Before) {
+        hook(id);
+    }
     TABLE.thread_ended(id + 1);
-    rwlock::RWLOCK.recover(&TABLE, id + 1);
-    web_locks::MANAGER.thread_ended(id);
+    for &(_, hook) in hooks.iter().filter(|&&(when, _)| when == ThreadEnd::After) {
+        hook(id);
+    }
 }
 
 /// How many threads' ends this process has recorded (wrapping). A watching

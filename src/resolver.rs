@@ -34,14 +34,19 @@
 //! reached the batch but can no longer be delivered goes to the next waiter
 //! of its address.
 //!
-//! A condition variable's wake-up is not over when it is delivered: the
-//! woken `Condition.waitAsync` still has to retake its lock, in later steps
-//! of its thread (`lib/condition.js`). From the delivery until JavaScript
-//! reports the relock done (`conditionRelocked`), the resolver keeps the
-//! wake-up on record ([`Inner::relocking`]); [`close`] (the copy or its
-//! thread going away) passes on what is still recorded, so a thread stopped
-//! between its wake-up and the end of its relock does not take the wake-up
-//! with it.
+//! Some wake-ups are not over when they are delivered: a condition
+//! variable's woken `Condition.waitAsync` still has to retake its lock, in
+//! later steps of its thread (`lib/condition.js`). A waiter whose token asks
+//! for it ([`Token::follow_up`]) is kept on record from the delivery until
+//! JavaScript reports the follow-up done (`relocked`), with the protocol it
+//! was unparked by ([`Inner::relocking`]); [`close`] (the copy or its thread
+//! going away) hands what is still recorded to that protocol
+//! (`Protocol::follow_up_lost`), so a thread stopped between its wake-up and
+//! the end of its relock does not take the wake-up with it.
+//!
+//! This layer knows no particular primitive: what a primitive needs done
+//! when a copy closes, it registers on the copy's resolver
+//! ([`Resolver::on_close`]).
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -50,11 +55,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::ThreadId;
 
-use futex_core::{AsyncOutcome, Key, Owner};
+use futex_core::{AsyncOutcome, Key, Owner, Protocol};
 use napi::{sys, Result};
 use parking_lot::{Mutex, RwLock};
 
-use crate::condition::CONDVAR;
 use crate::{check, TABLE, TIMER};
 
 /// Completions waiting in batches for their thread, over all threads (diagnostics).
@@ -83,7 +87,7 @@ impl Token {
     const KEEP_ALIVE: u64 = 1;
     const TIMED: u64 = 2;
     const WEB_EVENT: u64 = 1 << 61;
-    const CONDITION: u64 = 1 << 62;
+    const FOLLOW_UP: u64 = 1 << 62;
     const SLICED: u64 = 1 << 63;
 
     pub fn new(slot: u32, keep_alive: bool, timed: bool) -> Token {
@@ -114,14 +118,14 @@ impl Token {
     pub fn is_sliced(self) -> bool {
         self.0 & Self::SLICED != 0
     }
-    /// The same waiter, a condition variable's sleeper: once a notify's
-    /// wake-up is delivered to it, its thread keeps it on record until the
-    /// relock is done.
-    pub fn condition(self) -> Token {
-        Token(self.0 | Self::CONDITION)
+    /// The same waiter, one whose unpark is not over when delivered (a
+    /// condition variable's sleeper, which must relock): its thread keeps
+    /// it on record until the follow-up is done (see the module docs).
+    pub fn follow_up(self) -> Token {
+        Token(self.0 | Self::FOLLOW_UP)
     }
-    pub fn is_condition(self) -> bool {
-        self.0 & Self::CONDITION != 0
+    pub fn is_follow_up(self) -> bool {
+        self.0 & Self::FOLLOW_UP != 0
     }
     /// A Web Locks event of the copy about a name slot (src/web_locks.rs)
     /// rather than a waiter: `slot` is the name's slot. Nothing queued it,
@@ -153,7 +157,6 @@ pub struct Resolver {
     js_thread: ThreadId,
     /// The copy's client number in the Web Locks manager's fast path, once
     /// it asked for one (0: none); given back when the resolver closes.
-    pub(crate) web_client: std::sync::atomic::AtomicU32,
     /// The threadsafe function; null once released or finalized. Calls hold
     /// the read lock, and it is nulled under the write lock before Node frees
     /// it. A lock of its own, so that the woken JS thread (which takes
@@ -197,12 +200,14 @@ struct Inner {
     /// callback) and weak otherwise, so that a copy nobody uses any more is
     /// collected and its resolver freed ([`copy_dropped`]). Null once deleted.
     deliver: sys::napi_ref,
-    /// Condition wake-ups delivered to this copy whose relock is not done
-    /// yet, by the condition word's address: how many. Entered when the
-    /// batch that holds them is taken for delivery, left when JavaScript
-    /// reports the relock done (or the wake-up given up and passed on);
-    /// [`close`] passes on the rest.
-    relocking: HashMap<Key, u32>,
+    /// Wake-ups delivered to this copy whose follow-up is not done yet, by
+    /// address: how many, and the protocol that unparked them. Entered when
+    /// the batch that holds them is taken for delivery, left when JavaScript
+    /// reports the follow-up done (or the wake-up given up and passed on);
+    /// [`close`] hands the rest to their protocol.
+    relocking: HashMap<Key, (u32, &'static dyn Protocol)>,
+    /// What other modules need done when the copy closes ([`Resolver::on_close`]).
+    closers: Vec<Box<dyn FnOnce() + Send>>,
 }
 
 impl Inner {
@@ -336,12 +341,26 @@ impl Owner for Resolver {
 }
 
 impl Resolver {
-    /// The relock after a condition wake-up delivered on `key` is done (or
+    /// Runs `closer` when the copy closes (its thread ends, or it is
+    /// collected): for what another module keeps for the copy. On the JS
+    /// thread. A copy already closed runs it at once.
+    pub(crate) fn on_close(&self, closer: Box<dyn FnOnce() + Send>) {
+        let mut inner = self.inner.lock();
+        if inner.closed {
+            drop(inner);
+            closer();
+        } else {
+            inner.closers.push(closer);
+        }
+    }
+
+    /// The follow-up after a wake-up delivered on `key` (a condition
+    /// sleeper's relock) is done (or
     /// the wake-up was given up): forget one of them. False if none was on
     /// record. Must be called on the JS thread.
     pub fn relocked(&self, key: Key) -> bool {
         let mut inner = self.inner.lock();
-        let Some(n) = inner.relocking.get_mut(&key) else { return false };
+        let Some((n, _)) = inner.relocking.get_mut(&key) else { return false };
         *n -= 1;
         if *n == 0 {
             inner.relocking.remove(&key);
@@ -380,7 +399,7 @@ impl Drop for Resolver {
     fn drop(&mut self) {
         let inner = self.inner.get_mut();
         UNDELIVERED.fetch_sub(inner.batch.len(), Ordering::Relaxed);
-        RELOCKING.fetch_sub(inner.relocking.values().map(|&n| n as usize).sum(), Ordering::Relaxed);
+        RELOCKING.fetch_sub(inner.relocking.values().map(|&(n, _)| n as usize).sum(), Ordering::Relaxed);
         RESOLVERS.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -423,7 +442,6 @@ pub unsafe fn init(env: sys::napi_env, deliver: sys::napi_value) -> Result<u32> 
         hooked: AtomicBool::new(false),
         in_flight: AtomicUsize::new(0),
         js_thread: std::thread::current().id(),
-        web_client: std::sync::atomic::AtomicU32::new(0),
         tsfn: RwLock::new(Tsfn(ptr::null_mut())),
         inner: Mutex::new(Inner {
             batch: Vec::new(),
@@ -436,6 +454,7 @@ pub unsafe fn init(env: sys::napi_env, deliver: sys::napi_value) -> Result<u32> 
             pending: 0,
             deliver: ptr::null_mut(),
             relocking: HashMap::new(),
+            closers: Vec::new(),
         }),
     });
     RESOLVERS.fetch_add(1, Ordering::Relaxed);
@@ -533,10 +552,13 @@ fn outcome_code(token: Token, outcome: AsyncOutcome) -> u32 {
     }
 }
 
-/// Whether a delivered outcome is a notify's wake-up of a condition
+/// The protocol of a delivered outcome that needs a follow-up (a notify's wake-up of a condition
 /// sleeper, which must relock before its wait is over.
-fn needs_relock(token: Token, outcome: AsyncOutcome) -> bool {
-    token.is_condition() && matches!(outcome, AsyncOutcome::Unparked(..))
+fn needs_relock(token: Token, outcome: AsyncOutcome) -> Option<&'static dyn Protocol> {
+    match outcome {
+        AsyncOutcome::Unparked(_, protocol) if token.is_follow_up() => Some(protocol),
+        _ => None,
+    }
 }
 
 /// Runs on the owning JS thread: hands the whole batch to `deliver`.
@@ -564,11 +586,13 @@ unsafe extern "C" fn call_js(env: sys::napi_env, _js: sys::napi_value, context: 
         }
         inner.add_pending(-(batch.iter().filter(|(_, token, _)| !token.is_web_event()).count() as isize));
         if !deliver.is_null() {
-            // Condition wake-ups go on record as they leave the batch (under
-            // the same lock): `close` passes on one or the other.
-            for &(key, _, _) in batch.iter().filter(|&&(_, token, outcome)| needs_relock(token, outcome)) {
-                *inner.relocking.entry(key).or_insert(0) += 1;
-                RELOCKING.fetch_add(1, Ordering::Relaxed);
+            // Wake-ups with a follow-up go on record as they leave the batch
+            // (under the same lock): `close` passes on one or the other.
+            for &(key, token, outcome) in batch.iter() {
+                if let Some(protocol) = needs_relock(token, outcome) {
+                    inner.relocking.entry(key).or_insert((0, protocol)).0 += 1;
+                    RELOCKING.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         batch
@@ -631,7 +655,7 @@ unsafe extern "C" fn call_js(env: sys::napi_env, _js: sys::napi_value, context: 
             // except condition wake-ups: they are on record, and passed on
             // from there.
             for &(key, token, outcome) in &batch {
-                if !needs_relock(token, outcome) {
+                if needs_relock(token, outcome).is_none() {
                     pass_on(key, outcome);
                 }
             }
@@ -679,10 +703,11 @@ fn close(resolver: &Arc<Resolver>) {
     if !resolver.alive.swap(false, Ordering::AcqRel) {
         return;
     }
-    // ...its Web Locks taken on the fast path are handed to the manager...
-    let web_client = resolver.web_client.swap(0, Ordering::AcqRel);
-    if web_client != 0 {
-        crate::web_locks::MANAGER.client_closed(web_client);
+    // ...what other modules keep for the copy is let go (the Web Locks it
+    // took on the fast path go to their manager)...
+    let closers = std::mem::take(&mut resolver.inner.lock().closers);
+    for closer in closers {
+        closer();
     }
     // ...then they leave the queues (their deadlines need not fire)...
     let owner: Arc<dyn Owner> = resolver.clone();
@@ -710,12 +735,12 @@ fn close(resolver: &Arc<Resolver>) {
     for (key, _, outcome) in batch {
         pass_on(key, outcome);
     }
-    for (key, n) in relocking {
+    for (key, (n, protocol)) in relocking {
         RELOCKING.fetch_sub(n as usize, Ordering::Relaxed);
         // The word's memory may have no keeper left but this thread's heap:
-        // `pass_on` writes it only while a queued sleeper keeps it alive.
+        // a protocol writes it only while a queued sleeper keeps it alive.
         for _ in 0..n {
-            CONDVAR.pass_on(&TABLE, key);
+            protocol.follow_up_lost(&TABLE, key);
         }
     }
     // ...and no completion can reach the threadsafe function any more.

@@ -21,7 +21,19 @@ use crate::{deadline, js_alive, queued, this_resolver, SLICE, TABLE};
 /// the lock over (phase-fair) once a waiter has waited 1 ms, as AsyncLock's
 /// does; younger waiters are woken to compete. Owner death is pushed
 /// (`thread_ended` in src/lib.rs).
-pub(crate) static RWLOCK: RawRwLock<fn(u32) -> OwnerState> = RawRwLock::new(owner_state, Duration::from_millis(1));
+static RWLOCK: RawRwLock<fn(u32) -> OwnerState> = RawRwLock::new(owner_state, Duration::from_millis(1));
+
+/// The protocol, with its work at threads' ends registered (on first use):
+/// a thread's registered readers are forgotten before the wait table acts
+/// on its end, and every lock it held with waiters is released after.
+fn rw() -> &'static RawRwLock<fn(u32) -> OwnerState> {
+    static HOOKED: std::sync::Once = std::sync::Once::new();
+    HOOKED.call_once(|| {
+        crate::on_thread_end(crate::ThreadEnd::Before, |id| RWLOCK.forget_readers(id + 1));
+        crate::on_thread_end(crate::ThreadEnd::After, |id| RWLOCK.recover(&crate::TABLE, id + 1));
+    });
+    &RWLOCK
+}
 
 /// The address of the lock at `ta[index]`, checking that its four words are
 /// in the array.
@@ -66,7 +78,7 @@ pub fn rw_read_wait(env: Env, ta: Unknown, index: f64, me: u32, timeout: f64) ->
     let key = unsafe { lock_at(&env, &ta, index)? };
     let raw_env = env.raw();
     // SAFETY: the array argument keeps the words alive during this blocking call.
-    let r = unsafe { RWLOCK.read(&TABLE, key, me, deadline(timeout), SLICE, || !js_alive(raw_env)) };
+    let r = unsafe { rw().read(&TABLE, key, me, deadline(timeout), SLICE, || !js_alive(raw_env)) };
     Ok(code(r))
 }
 
@@ -82,7 +94,7 @@ pub fn rw_read_wait_async(env: Env, ta: Unknown, index: f64, me: u32, timeout: f
     let at = deadline(timeout);
     let token = || Token::new(slot, true, at.is_some()).0;
     // SAFETY: as above, and the JS layer keeps the words alive while queued.
-    let r = unsafe { RWLOCK.read_async(&TABLE, key, me, owner.clone(), token) };
+    let r = unsafe { rw().read_async(&TABLE, key, me, owner.clone(), token) };
     step(key, &owner, r, at)
 }
 
@@ -92,7 +104,7 @@ pub fn rw_read_try(env: Env, ta: Unknown, index: f64, me: u32) -> Result<u32> {
     // SAFETY: handles of this call.
     let key = unsafe { lock_at(&env, &ta, index)? };
     // SAFETY: the array argument keeps the words alive during the call.
-    Ok(unsafe { RWLOCK.try_read(&TABLE, key, me) }.map_or(HELD, code))
+    Ok(unsafe { rw().try_read(&TABLE, key, me) }.map_or(HELD, code))
 }
 
 /// The contended read unlock by `me`: `released` if JS emptied its slot,
@@ -103,7 +115,7 @@ pub fn rw_read_release(env: Env, ta: Unknown, index: f64, me: u32, released: boo
     // SAFETY: handles of this call.
     let key = unsafe { lock_at(&env, &ta, index)? };
     // SAFETY: as above.
-    Ok(unsafe { RWLOCK.read_unlock(&TABLE, key, me, released) })
+    Ok(unsafe { rw().read_unlock(&TABLE, key, me, released) })
 }
 
 /// Blocks until `me` holds the write lock (`pending`: its fast path took
@@ -115,7 +127,7 @@ pub fn rw_write_wait(env: Env, ta: Unknown, index: f64, me: u32, pending: bool, 
     let key = unsafe { lock_at(&env, &ta, index)? };
     let raw_env = env.raw();
     // SAFETY: as in rwReadWait.
-    let r = unsafe { RWLOCK.write(&TABLE, key, me, pending, deadline(timeout), SLICE, || !js_alive(raw_env)) };
+    let r = unsafe { rw().write(&TABLE, key, me, pending, deadline(timeout), SLICE, || !js_alive(raw_env)) };
     Ok(code(r))
 }
 
@@ -140,7 +152,7 @@ pub fn rw_write_wait_async(
     let at = deadline(timeout);
     let token = || Token::new(slot, true, at.is_some()).0;
     // SAFETY: as in rwReadWaitAsync.
-    let r = unsafe { RWLOCK.write_async(&TABLE, key, me, pending, owner.clone(), token) };
+    let r = unsafe { rw().write_async(&TABLE, key, me, pending, owner.clone(), token) };
     step(key, &owner, r, at)
 }
 
@@ -150,7 +162,7 @@ pub fn rw_write_try(env: Env, ta: Unknown, index: f64, me: u32) -> Result<u32> {
     // SAFETY: handles of this call.
     let key = unsafe { lock_at(&env, &ta, index)? };
     // SAFETY: as above.
-    Ok(unsafe { RWLOCK.try_write(&TABLE, key, me) }.map_or(HELD, code))
+    Ok(unsafe { rw().try_write(&TABLE, key, me) }.map_or(HELD, code))
 }
 
 /// The contended write unlock by `me` (also: giving the writer's place up):
@@ -161,7 +173,7 @@ pub fn rw_write_release(env: Env, ta: Unknown, index: f64, me: u32) -> Result<bo
     // SAFETY: handles of this call.
     let key = unsafe { lock_at(&env, &ta, index)? };
     // SAFETY: as above.
-    Ok(unsafe { RWLOCK.write_unlock(&TABLE, key, me) })
+    Ok(unsafe { rw().write_unlock(&TABLE, key, me) })
 }
 
 /// Write lock → read lock for `me`, atomically. False if `me` does not hold
@@ -171,7 +183,7 @@ pub fn rw_downgrade(env: Env, ta: Unknown, index: f64, me: u32) -> Result<bool> 
     // SAFETY: handles of this call.
     let key = unsafe { lock_at(&env, &ta, index)? };
     // SAFETY: as above.
-    Ok(unsafe { RWLOCK.downgrade(&TABLE, key, me) })
+    Ok(unsafe { rw().downgrade(&TABLE, key, me) })
 }
 
 /// Readers registered past the slots of the lock at `ta[index]`; with `me`,
@@ -181,7 +193,7 @@ pub fn rw_overflow_readers(env: Env, ta: Unknown, index: f64, me: Option<u32>) -
     // SAFETY: handles of this call.
     let key = unsafe { lock_at(&env, &ta, index)? };
     Ok(match me {
-        Some(me) => RWLOCK.overflow_reads_of(key, me),
-        None => RWLOCK.overflow_readers(key),
+        Some(me) => rw().overflow_reads_of(key, me),
+        None => rw().overflow_readers(key),
     } as u32)
 }

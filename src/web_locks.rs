@@ -384,8 +384,11 @@ pub(crate) struct Manager {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-pub(crate) static MANAGER: LazyLock<Manager> =
-    LazyLock::new(|| Manager { buckets: (0..BUCKETS).map(|_| Mutex::new(HashMap::new())).collect() });
+pub(crate) static MANAGER: LazyLock<Manager> = LazyLock::new(|| {
+    // A thread's requests and locks end with it (registered on first use).
+    crate::on_thread_end(crate::ThreadEnd::After, |id| MANAGER.thread_ended(id));
+    Manager { buckets: (0..BUCKETS).map(|_| Mutex::new(HashMap::new())).collect() }
+});
 
 /// What a request asked for.
 struct Ask {
@@ -656,11 +659,10 @@ impl Manager {
     /// Gives the copy a client number for the fast path (`thread` is its
     /// thread's threadId), or returns the one it has.
     fn client(&self, owner: Arc<Resolver>, thread: u32) -> u32 {
-        let have = owner.web_client.load(Ordering::Acquire);
-        if have != 0 {
-            return have;
-        }
         let mut clients = FAST.clients.write();
+        if let Some(number) = clients.iter().position(|c| c.as_ref().is_some_and(|c| Arc::ptr_eq(&c.owner, &owner))) {
+            return number as u32;
+        }
         let number = clients.iter().skip(1).position(Option::is_none).map_or(clients.len(), |i| i + 1);
         let client = Arc::new(FastClient { thread, owner: owner.clone(), leases: Mutex::new(HashSet::new()) });
         if number == clients.len() {
@@ -668,7 +670,9 @@ impl Manager {
         } else {
             clients[number] = Some(client);
         }
-        owner.web_client.store(number as u32, Ordering::Release);
+        drop(clients);
+        // Its locks taken on the fast path go to the manager when the copy closes.
+        owner.on_close(Box::new(move || MANAGER.client_closed(number as u32)));
         number as u32
     }
 

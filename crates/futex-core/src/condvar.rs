@@ -301,6 +301,10 @@ impl RawCondvar {
 }
 
 impl Protocol for RawCondvar {
+    fn follow_up_lost(&self, table: &WaitTable, key: Key) {
+        self.pass_on(table, key);
+    }
+
     fn left(&self, key: Key, _token: ParkToken, was_last: bool) {
         if was_last {
             // SAFETY: the leaving waiter pins the memory (see `Protocol`).

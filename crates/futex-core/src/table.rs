@@ -105,6 +105,14 @@ pub trait Protocol: Sync {
     /// so that no wake-up or handoff is lost with the thread.
     fn lost(&self, table: &WaitTable, key: Key, token: UnparkToken);
 
+    /// Not under any lock: a waiter of this protocol was delivered an
+    /// unpark whose follow-up its thread will now never do (a condition
+    /// sleeper's relock: the wake-up is not over until the sleeper holds its
+    /// lock again). Pass the wake-up on. Nothing by default.
+    fn follow_up_lost(&self, table: &WaitTable, key: Key) {
+        let _ = (table, key);
+    }
+
     /// Under `key`'s bucket lock, from [`WaitTable::thread_ended`]: the thread
     /// `ended` is gone, and the oldest live waiter of `key` has park token
     /// `head` (`have_more`: others are queued behind it). Return a token to
