@@ -605,12 +605,15 @@ async function measure (lib, busy, args, servers, lockDir) {
     for (const r of results) add(hist, Float64Array.from(r.hist))
     const counted = counts.reduce((a, b) => a + b, 0)
     const counter = cells ? cells[2] : null
+    const maxWaitMs = Math.max(...results.map((r) => r.maxWaitMs))
+    // A bucket's middle can lie past the longest wait itself.
+    const percentile = (q) => Math.min(quantile(hist, q) / 1000, maxWaitMs * 1000)
     return {
       rate: counted / (ms / 1000),
-      p50Us: quantile(hist, 0.5) / 1000,
-      p99Us: quantile(hist, 0.99) / 1000,
-      p999Us: quantile(hist, 0.999) / 1000,
-      maxWaitMs: Math.max(...results.map((r) => r.maxWaitMs)),
+      p50Us: percentile(0.5),
+      p99Us: percentile(0.99),
+      p999Us: percentile(0.999),
+      maxWaitMs,
       jain: jain(counts),
       counts,
       total,
