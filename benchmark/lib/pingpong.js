@@ -1,5 +1,5 @@
 'use strict'
-// The ping-pong protocol of scenarios 1, 2, 4 and 7, on one Int32Array cell:
+// The ping-pong protocol of scenarios 1, 2, 4, 7 and 13, on one Int32Array cell:
 //
 //   cell   meaning
 //   0      the ping side's turn (pong waits while it is 0)
@@ -11,6 +11,7 @@
 // implementation `f` ({ wait, notify, waitAsync }).
 
 const { now } = require('./threads')
+const { ownCpuMs } = require('./child')
 
 const PING = 0
 const PONG = 1
@@ -23,7 +24,9 @@ const STOP = 2
 //
 // `timeout` bounds each wait: the main thread passes one, because nothing
 // could interrupt it if its partner died (a worker is terminated instead).
-function ping (f, cells, at, from, to, timeout = Infinity) {
+// `cpuMs` reads the CPU clock the figure is taken from (default: this
+// process's; scenario 13 adds its partner process's).
+function ping (f, cells, at, from, to, timeout = Infinity, cpuMs = ownCpuMs) {
   const { notify } = f
   const wait = timeout === Infinity ? f.wait : (ta, i, v) => {
     if (f.wait(ta, i, v, timeout) === 'timed-out') throw new Error(`no answer within ${timeout} ms`)
@@ -39,7 +42,7 @@ function ping (f, cells, at, from, to, timeout = Infinity) {
     t = now()
   }
   const t0 = t
-  const cpu0 = process.cpuUsage()
+  const cpu0 = cpuMs()
   while (t < to) {
     for (let i = 0; i < 64; i++) {
       Atomics.store(cells, at, PONG)
@@ -49,19 +52,14 @@ function ping (f, cells, at, from, to, timeout = Infinity) {
     count += 64
     t = now()
   }
-  const cpuMs = cpuSince(cpu0)
+  const used = cpuMs() - cpu0
   stop(f, cells, at)
-  return { count, elapsedMs: t - t0, cpuMs }
-}
-
-function cpuSince (cpu0) {
-  const d = process.cpuUsage(cpu0)
-  return (d.user + d.system) / 1000
+  return { count, elapsedMs: t - t0, cpuMs: used }
 }
 
 // The same with the waiting side asynchronous (`await waitAsync`), as the
-// main thread of scenario 2 does.
-async function pingAsync (f, cells, at, from, to) {
+// main thread of scenario 2 does. `timeout` and `cpuMs` as for `ping`.
+async function pingAsync (f, cells, at, from, to, timeout = Infinity, cpuMs = ownCpuMs) {
   const { notify, waitAsync } = f
   let count = 0
   let t = now()
@@ -72,24 +70,24 @@ async function pingAsync (f, cells, at, from, to) {
       Atomics.store(cells, at, PONG)
       notify(cells, at, 1)
       while (Atomics.load(cells, at) === PONG) {
-        const r = waitAsync(cells, at, PONG)
-        if (r.async) await r.value
+        const r = waitAsync(cells, at, PONG, timeout)
+        if (r.async && (await r.value) === 'timed-out') throw new Error(`no answer within ${timeout} ms`)
       }
     }
     t = now()
     if (t0 === 0) {
       if (t >= from) {
         t0 = t
-        cpu0 = process.cpuUsage()
+        cpu0 = cpuMs()
       }
     } else {
       count += 16
       if (t >= to) break
     }
   }
-  const cpuMs = cpuSince(cpu0)
+  const used = cpuMs() - cpu0
   stop(f, cells, at)
-  return { count, elapsedMs: t - t0, cpuMs }
+  return { count, elapsedMs: t - t0, cpuMs: used }
 }
 
 function stop (f, cells, at) {

@@ -33,7 +33,8 @@ async function startSpinners (ms, n = os.cpus().length) {
   return children
 }
 
-// CPU time (ms) a child has used so far, from /proc (Linux); 0 elsewhere.
+// CPU time (ms) a child has used so far (every thread), from /proc (Linux;
+// in 10 ms ticks); 0 elsewhere. Scenario 13 reads its partner process's.
 function cpuMsOf (pid) {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
@@ -55,4 +56,4 @@ async function stopSpinners (children) {
   }))
 }
 
-module.exports = { startSpinners, stopSpinners }
+module.exports = { startSpinners, stopSpinners, cpuMsOf }

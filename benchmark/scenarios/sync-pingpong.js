@@ -53,5 +53,6 @@ module.exports = {
     { case: '1-worker-worker', metric: 'cpuUs', ours: 'ours', base: 'native', target: null, label: 'CPU per round trip, × less' },
     { case: '1-main-worker', metric: 'rate', ours: 'ours', base: 'native', target: 1.5 },
     { case: '1-main-worker', metric: 'cpuUs', ours: 'ours', base: 'native', target: null, label: 'CPU per round trip, × less' }
-  ]
+  ],
+  mainToWorker // scenario 13's in-process baseline
 }
