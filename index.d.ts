@@ -257,6 +257,15 @@ export interface SharedRegionOptions {
   waiters?: number
 }
 
+/** The Web Locks of a shared region: navigator.locks' methods, for every process of the region. */
+export interface SharedLockManager {
+  request<T> (name: string, callback: (lock: import('./web-locks').Lock) => T | PromiseLike<T>): Promise<Awaited<T>>
+  request<T> (name: string, options: import('./web-locks').LockOptions & { ifAvailable: true }, callback: (lock: import('./web-locks').Lock | null) => T | PromiseLike<T>): Promise<Awaited<T>>
+  request<T> (name: string, options: import('./web-locks').LockOptions, callback: (lock: import('./web-locks').Lock) => T | PromiseLike<T>): Promise<Awaited<T>>
+  /** Held locks and pending requests of every process of the region (clientId `<pid>-thread-<threadId>`). */
+  query (): Promise<import('./web-locks').LockManagerSnapshot>
+}
+
 /**
  * A named shared mapping opened by every process of the machine. `wait`,
  * `notify` and `waitAsync` on its buffer work across processes.
@@ -274,6 +283,12 @@ export class SharedRegion {
   readonly bytes: number
   /** This process's slot in the region. */
   readonly slot: number
+  /**
+   * Web Locks for every process that maps the region (`request`, `query`,
+   * with the W3C semantics; names up to 240 UTF-16 code units). Its table
+   * is a region of its own beside this one, made on first use.
+   */
+  readonly locks: SharedLockManager
   /** This handle lets its buffer go; the mapping goes with the last buffer over it. */
   close(): void
 }

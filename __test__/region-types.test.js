@@ -27,9 +27,12 @@ describe('SharedRegion types (index.d.ts)', () => {
       'const a = waitAsync(words, 0, 0)',
       'const slot: number = region.slot',
       'const gone: boolean = SharedRegion.unlink(region.name, { directory: "/dev/shm" })',
+      "const held: Promise<number> = region.locks.request('migrate', { mode: 'shared' }, async (lock) => lock.name.length)",
+      "const maybe: Promise<boolean> = region.locks.request('cron', { ifAvailable: true }, (lock) => lock !== null)",
+      'const snapshot = region.locks.query().then((s) => s.held.map((h) => h.clientId))',
       'region.close()',
       "try { SharedRegion.open('x') } catch (e) { if (e instanceof SharedRegionError) { const c: SharedRegionErrorCode = e.code; void c } }",
-      'export { r, n, a, slot, gone }'
+      'export { r, n, a, slot, gone, held, maybe, snapshot }'
     ].join('\n')
     assert.deepStrictEqual(check(user), [])
     assert.strictEqual(check("import { SharedRegion } from 'shared-futex'\nSharedRegion.open('x', { size: 5 })").length, 1)

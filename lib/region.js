@@ -32,6 +32,7 @@ const binding = require('./native')
 const { regionBuffers, regionError } = require('./futex').internal
 const { show } = require('./options')
 const { SharedRegionError } = require('./errors')
+const { SharedLockManager, MANAGER, BYTES: LOCKS_BYTES } = require('./region-locks')
 const { version } = require('../package.json')
 
 const BUILD = `shared-futex ${version}`
@@ -50,6 +51,9 @@ const atomicsOnPlainMemory = (() => {
   }
 })()
 const OPTIONS = new Set(['bytes', 'create', 'mode', 'directory', 'processes', 'waiters'])
+
+// The file of a region's Web Locks table (lib/region-locks.js), beside it.
+const locksFileOf = (file) => path.join(path.dirname(file), path.basename(file).replace(/^shared-futex\./, 'shared-futex-locks.'))
 
 function fileOf (what, name, directory) {
   if (typeof name !== 'string') throw new TypeError(`${what}: name must be a string, got ${show(name)}`)
@@ -120,7 +124,7 @@ class SharedRegion {
     const [buffer, slot] = opened
     if (!(buffer instanceof SharedArrayBuffer)) regionBuffers.add(buffer)
     const region = Object.create(SharedRegion.prototype)
-    region[STATE] = { name, file, buffer, slot, closed: false }
+    region[STATE] = { name, file, buffer, slot, mode, closed: false, locks: null }
     return region
   }
 
@@ -137,6 +141,7 @@ class SharedRegion {
     }
     const file = fileOf(what, name, options.directory)
     try {
+      binding.regionUnlink(locksFileOf(file))
       return binding.regionUnlink(file)
     } catch (error) {
       rethrow(error)
@@ -151,6 +156,26 @@ class SharedRegion {
     const state = this[STATE]
     if (state.closed) throw new SharedRegionError('ERR_REGION_CLOSED', `SharedRegion ${JSON.stringify(state.name)}: closed`)
     return state.buffer
+  }
+
+  // Web Locks for every process that maps the region: a LockManager with
+  // navigator.locks' request and query (lib/region-locks.js). Its table is
+  // a region of its own beside this one, made on first use.
+  get locks () {
+    const state = this[STATE]
+    if (state.closed) throw new SharedRegionError('ERR_REGION_CLOSED', `SharedRegion ${JSON.stringify(state.name)}: closed`)
+    if (state.locks === null) {
+      let opened
+      try {
+        opened = binding.regionOpen(locksFileOf(state.file), LOCKS_BYTES, true, state.mode, BUILD, 0, 0)
+      } catch (error) {
+        rethrow(error)
+      }
+      const buffer = opened[0]
+      if (!(buffer instanceof SharedArrayBuffer)) regionBuffers.add(buffer)
+      state.locks = new SharedLockManager(MANAGER, buffer)
+    }
+    return state.locks
   }
 
   get name () { return this[STATE].name }

@@ -913,4 +913,19 @@ function infoOf (entry) {
 
 const locks = new LockManager(INTERNAL)
 
-module.exports = { locks, LockManager, Lock, setKeepAlive, DOMException: DOMExceptionClass }
+module.exports = {
+  locks,
+  LockManager,
+  Lock,
+  setKeepAlive,
+  DOMException: DOMExceptionClass,
+  // For the Web Locks of a shared region (lib/region-locks.js): the same
+  // argument handling, errors and Lock objects.
+  internal: {
+    parse,
+    reasonOf,
+    domError,
+    newLock: (name, mode) => new Lock(INTERNAL, name, mode),
+    adopt: (manager) => managers.add(manager)
+  }
+}

@@ -1,0 +1,357 @@
+'use strict'
+// Web Locks for every process that maps a shared region: `region.locks`,
+// with the W3C semantics of `navigator.locks` (request with modes,
+// ifAvailable, steal, signal; query) across processes (docs/region.md,
+// "Web Locks").
+//
+// The table lives in a region of its own, beside the user's (the file
+// `shared-futex-locks.<name>`), so that it takes none of the user's bytes:
+//
+//   words 0-1   the table's mutex: an AsyncLock in the region (lib/region-lock.js)
+//   word 2      the next request's arrival number
+//   then SLOTS request slots of SLOT_WORDS words each:
+//     STATE     FREE, PENDING, HELD, STOLEN (held, then stolen: no longer counts)
+//     MODE      0 exclusive, 1 shared
+//     ORDER     arrival number (the queue's order)
+//     OWNER     the requesting thread's owner id in the table's region (liveness)
+//     PID, TID  for clientId
+//     LEN, HASH the name's length in UTF-16 code units, and a hash of it
+//     NAME..    the name, two code units per word
+//
+// Every change is made under the mutex. A request waits on its slot's STATE
+// word (the region's shared queues): the process that grants it (any
+// process, under the mutex) stores HELD and wakes it. Waiters wake every
+// SLICE ms to sweep: requests and locks of threads that are gone (a process
+// killed with SIGKILL, a worker that ended) are removed and the queues they
+// held up processed, so a dead holder's lock is granted on within a slice.
+// A slot's fields are written before its STATE: a process killed in the
+// middle leaves a FREE slot or one the sweep removes.
+const { threadId } = require('worker_threads')
+const { setImmediate } = require('timers')
+const binding = require('./native')
+const futex = require('./futex')
+const { enqueueAsync, cancelAsync } = futex.internal
+const { AsyncLock } = require('./lock')
+const { SharedRegionError } = require('./errors')
+const { parse, reasonOf, domError, newLock, adopt } = require('./web-locks').internal
+
+const SLICE = 50
+const SLOTS = 1024
+const SLOT_WORDS = 128
+const FIRST_SLOT = 16
+const BYTES = (FIRST_SLOT + SLOTS * SLOT_WORDS) * 4
+const SEQ = 2
+const STATE = 0
+const MODE = 1
+const ORDER = 2
+const OWNER = 3
+const PID = 4
+const TID = 5
+const LEN = 6
+const HASH = 7
+const NAME_AT = 8
+const MAX_NAME = (SLOT_WORDS - NAME_AT) * 2
+const FREE = 0
+const PENDING = 1
+const HELD = 2
+const STOLEN = 3
+
+const at = (slot) => FIRST_SLOT + slot * SLOT_WORDS
+
+function hashOf (name) {
+  let h = 0x811c9dc5
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193)
+  return h | 0
+}
+
+const MANAGER = Symbol('SharedLockManager state')
+
+class SharedLockManager {
+  // Made by SharedRegion (`region.locks`), over the table's region buffer.
+  constructor (key, buffer) {
+    if (key !== MANAGER) throw new TypeError('Illegal constructor')
+    const w = new Int32Array(buffer)
+    const mutex = new AsyncLock(buffer, 0)
+    this[MANAGER] = { w, mutex, me: binding.regionOwner(w) }
+    adopt(this)
+  }
+
+  /** request(name, [options], callback), as navigator.locks.request, for every process of the region. */
+  request (name, options, callback) {
+    let parsed
+    try {
+      parsed = parse(this, arguments, 'request')
+      if (parsed.resource.length > MAX_NAME) {
+        throw domError(`Names longer than ${MAX_NAME} UTF-16 code units are not supported by a region's locks.`, 'NotSupportedError')
+      }
+    } catch (e) {
+      return Promise.reject(e)
+    }
+    const { resource, opts, fn } = parsed
+    if (opts.signal !== undefined && opts.signal.aborted) return Promise.reject(reasonOf(opts.signal))
+    return new Promise((resolve, reject) => request(this[MANAGER], resource, opts, fn, resolve, reject))
+  }
+
+  /** The held locks and pending requests of every process of the region. */
+  query () {
+    const m = this[MANAGER]
+    if (m === undefined) return Promise.reject(new TypeError("Illegal invocation: 'query' called on an object that is not a LockManager"))
+    const held = []
+    const pending = []
+    locked(m, () => {
+      sweep(m)
+      const order = []
+      for (let s = 0; s < SLOTS; s++) {
+        const st = Atomics.load(m.w, at(s) + STATE)
+        if (st === HELD || st === PENDING) order.push([Atomics.load(m.w, at(s) + ORDER), s, st])
+      }
+      order.sort((a, b) => (a[0] - b[0]) | 0)
+      for (const [, s, st] of order) (st === HELD ? held : pending).push(infoOf(m.w, s))
+    })
+    return Promise.resolve({ held, pending })
+  }
+}
+Object.defineProperty(SharedLockManager.prototype, Symbol.toStringTag, { value: 'LockManager', configurable: true })
+Object.defineProperty(SharedLockManager.prototype.request, 'length', { value: 2 })
+
+function infoOf (w, s) {
+  const b = at(s)
+  return {
+    name: nameOf(w, s),
+    mode: Atomics.load(w, b + MODE) === 1 ? 'shared' : 'exclusive',
+    clientId: `${Atomics.load(w, b + PID)}-thread-${Atomics.load(w, b + TID)}`
+  }
+}
+
+function locked (m, fn) {
+  m.mutex.lock()
+  try {
+    return fn()
+  } finally {
+    m.mutex.unlock()
+  }
+}
+
+function nameOf (w, s) {
+  const b = at(s)
+  const len = Atomics.load(w, b + LEN)
+  let out = ''
+  for (let i = 0; i < len; i++) {
+    const word = Atomics.load(w, b + NAME_AT + (i >> 1))
+    out += String.fromCharCode((i & 1) === 0 ? word & 0xffff : word >>> 16)
+  }
+  return out
+}
+
+function sameName (w, s, name, hash) {
+  const b = at(s)
+  if (Atomics.load(w, b + HASH) !== hash || Atomics.load(w, b + LEN) !== name.length) return false
+  return nameOf(w, s) === name
+}
+
+function writeName (w, s, name) {
+  const b = at(s)
+  for (let i = 0; i < name.length; i += 2) {
+    const lo = name.charCodeAt(i)
+    const hi = i + 1 < name.length ? name.charCodeAt(i + 1) : 0
+    Atomics.store(w, b + NAME_AT + (i >> 1), lo | (hi << 16))
+  }
+  Atomics.store(w, b + LEN, name.length)
+  Atomics.store(w, b + HASH, hashOf(name))
+}
+
+// Under the mutex: the slots of `name`, held and pending (queue order).
+function slotsOf (w, name) {
+  const hash = hashOf(name)
+  const held = []
+  const pending = []
+  for (let s = 0; s < SLOTS; s++) {
+    const st = Atomics.load(w, at(s) + STATE)
+    if ((st === HELD || st === PENDING) && sameName(w, s, name, hash)) (st === HELD ? held : pending).push(s)
+  }
+  pending.sort((a, b) => (Atomics.load(w, at(a) + ORDER) - Atomics.load(w, at(b) + ORDER)) | 0)
+  return { held, pending }
+}
+
+const isShared = (w, s) => Atomics.load(w, at(s) + MODE) === 1
+
+// Under the mutex: grants the requests of `name` that can be, in order
+// (the spec's "process the lock request queue").
+function processQueue (w, name) {
+  const { held, pending } = slotsOf(w, name)
+  let exclusiveHeld = held.some((s) => !isShared(w, s))
+  let anyHeld = held.length > 0
+  for (const s of pending) {
+    const shared = isShared(w, s)
+    if (shared ? exclusiveHeld : anyHeld) return
+    Atomics.store(w, at(s) + STATE, HELD)
+    futex.notify(w, at(s) + STATE)
+    anyHeld = true
+    if (!shared) exclusiveHeld = true
+  }
+}
+
+// Under the mutex: removes the requests and locks of threads that are gone,
+// and processes the queues they were in.
+function sweep (m) {
+  const w = m.w
+  const names = new Set()
+  for (let s = 0; s < SLOTS; s++) {
+    const b = at(s)
+    const st = Atomics.load(w, b + STATE)
+    if (st === FREE) continue
+    const owner = Atomics.load(w, b + OWNER)
+    if (owner === m.me || binding.regionOwnerAlive(w, owner)) continue
+    if (st === HELD || st === PENDING) names.add(nameOf(w, s))
+    Atomics.store(w, b + STATE, FREE)
+  }
+  for (const name of names) processQueue(w, name)
+}
+
+function allocate (w) {
+  for (let s = 0; s < SLOTS; s++) {
+    if (Atomics.load(w, at(s) + STATE) === FREE) return s
+  }
+  return -1
+}
+
+function request (m, name, opts, fn, resolve, reject) {
+  const w = m.w
+  let slot = -1
+  let unavailable = false
+  let full = false
+  locked(m, () => {
+    sweep(m)
+    const { held, pending } = slotsOf(w, name)
+    if (opts.steal) {
+      for (const s of held) {
+        Atomics.store(w, at(s) + STATE, STOLEN)
+        futex.notify(w, at(s) + STATE)
+      }
+    } else if (opts.ifAvailable) {
+      const shared = opts.mode === 'shared'
+      const grantable = pending.length === 0 && (shared ? held.every((s) => isShared(w, s)) : held.length === 0)
+      if (!grantable) {
+        unavailable = true
+        return
+      }
+    }
+    slot = allocate(w)
+    if (slot < 0) {
+      full = true
+      return
+    }
+    const b = at(slot)
+    writeName(w, slot, name)
+    Atomics.store(w, b + MODE, opts.mode === 'shared' ? 1 : 0)
+    Atomics.store(w, b + OWNER, m.me)
+    Atomics.store(w, b + PID, process.pid)
+    Atomics.store(w, b + TID, threadId)
+    Atomics.store(w, b + ORDER, Atomics.add(w, SEQ, 1))
+    if (opts.steal) {
+      // Granted at once, ahead of the queue, as the spec's steal.
+      Atomics.store(w, b + STATE, HELD)
+    } else {
+      Atomics.store(w, b + STATE, PENDING)
+      processQueue(w, name)
+    }
+  })
+  if (full) {
+    reject(new SharedRegionError('ERR_REGION_FULL', `the region's lock table is full (${SLOTS} requests and locks)`))
+    return
+  }
+  if (unavailable) {
+    setImmediate(() => settle(fn, null, resolve, reject, () => {}))
+    return
+  }
+  const b = at(slot)
+  const signal = opts.signal
+  let token = null
+  let done = false
+  const onAbort = () => {
+    if (done) return
+    let taken = false
+    locked(m, () => {
+      if (Atomics.load(w, b + STATE) === PENDING && Atomics.load(w, b + OWNER) === m.me) {
+        Atomics.store(w, b + STATE, FREE)
+        processQueue(w, name)
+        taken = true
+      }
+    })
+    if (!taken) return // granted meanwhile: the callback runs
+    done = true
+    if (token !== null) cancelAsync(w, b + STATE, token)
+    reject(reasonOf(signal))
+  }
+  if (signal !== undefined) signal.addEventListener('abort', onAbort)
+  const granted = () => {
+    done = true
+    if (signal !== undefined) signal.removeEventListener('abort', onAbort)
+    const lock = newLock(name, opts.mode)
+    let released = false
+    let stolen = false
+    const stolenNow = () => {
+      if (stolen) return
+      stolen = true
+      reject(domError('The lock was stolen.', 'AbortError'))
+    }
+    const release = () => {
+      if (released) return
+      released = true
+      let st = FREE
+      locked(m, () => {
+        st = Atomics.load(w, b + STATE)
+        if (st === HELD || st === STOLEN) {
+          Atomics.store(w, b + STATE, FREE)
+          if (st === HELD) processQueue(w, name)
+        }
+      })
+      // Stolen before the news reached this thread: still an AbortError.
+      if (st === STOLEN) stolenNow()
+      futex.notify(w, b + STATE) // ends the steal watch
+    }
+    // A steal makes the request's promise reject with an AbortError at once;
+    // the callback runs on, and its lock no longer counts.
+    const watch = () => {
+      if (released) return
+      if (Atomics.load(w, b + STATE) === STOLEN) return stolenNow()
+      const q = enqueueAsync(w, b + STATE, HELD, Infinity, false)
+      if (q === 'not-equal') return watch()
+      q.promise.then(watch)
+    }
+    watch()
+    setImmediate(() => settle(fn, lock, resolve, reject, release))
+  }
+  const step = () => {
+    if (done) return
+    const st = Atomics.load(w, b + STATE)
+    if (st === HELD) return granted()
+    if (st !== PENDING) return
+    const q = enqueueAsync(w, b + STATE, PENDING, SLICE, true)
+    if (q === 'not-equal') return step()
+    token = q.token
+    q.promise.then((outcome) => {
+      token = null
+      if (done || outcome === 'cancelled') return
+      // A slice ran out: sweep for dead holders, then look again.
+      if (outcome === 'timed-out') locked(m, () => sweep(m))
+      step()
+    })
+  }
+  step()
+}
+
+// Runs fn(lock) as a task; releases before settling with its result.
+function settle (fn, lock, resolve, reject, release) {
+  let result
+  try {
+    result = fn(lock)
+  } catch (e) {
+    release()
+    reject(e)
+    return
+  }
+  Promise.resolve(result).then((v) => { release(); resolve(v) }, (e) => { release(); reject(e) })
+}
+
+module.exports = { SharedLockManager, MANAGER, BYTES }
