@@ -682,6 +682,9 @@ impl<O: Os> Queues<O> {
         }
         let rec = self.record(r);
         let waiting = self.me.0 | WAITING;
+        // A partner that answers within microseconds (a ping-pong) is met
+        // without a futex sleep and wake-up, as in the process's table.
+        crate::table::spin_until(|| rec.state.load(Acquire) != waiting);
         loop {
             if rec.state.load(Acquire) != waiting {
                 self.free_notified(r);

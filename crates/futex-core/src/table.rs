@@ -436,8 +436,15 @@ thread_local! {
 /// partner's wake-up does not land on a halted one. The budget halves after
 /// each wait that parked anyway (down to a floor), so a thread whose waits are
 /// long stops paying for the spin.
+///
+/// Not at all while the machine has more runnable threads than CPUs
+/// ([`overloaded`]): a yield then hands the CPU to a busy process for a whole
+/// time slice (milliseconds), which is what the park was for.
 #[cfg(not(loom))]
-fn spin_until(done: impl Fn() -> bool) -> bool {
+pub(crate) fn spin_until(done: impl Fn() -> bool) -> bool {
+    if overloaded() {
+        return done();
+    }
     let misses = SPIN_MISSES.get();
     let budget = (SPIN_YIELDS.0 >> misses).max(SPIN_YIELDS.1);
     for _ in 0..budget {
@@ -455,9 +462,35 @@ fn spin_until(done: impl Fn() -> bool) -> bool {
     false
 }
 
+/// Whether the machine has more runnable threads than CPUs, from Linux's
+/// `/proc/loadavg` (its running / total field), read at most every 50 ms by
+/// whichever thread asks first; never elsewhere, or where it cannot be read.
+#[cfg(not(loom))]
+pub(crate) fn overloaded() -> bool {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+    use std::sync::OnceLock;
+    static STARTED: OnceLock<Instant> = OnceLock::new();
+    static NEXT_READ_MS: AtomicU64 = AtomicU64::new(0);
+    static OVERLOADED: AtomicBool = AtomicBool::new(false);
+    static CPUS: OnceLock<usize> = OnceLock::new();
+    if !cfg!(target_os = "linux") {
+        return false;
+    }
+    let now = STARTED.get_or_init(Instant::now).elapsed().as_millis() as u64;
+    let next = NEXT_READ_MS.load(Relaxed);
+    if now >= next && NEXT_READ_MS.compare_exchange(next, now + 50, Relaxed, Relaxed).is_ok() {
+        let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let runnable = std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|s| s.split_whitespace().nth(3).and_then(|f| f.split('/').next()?.parse::<usize>().ok()));
+        OVERLOADED.store(runnable.is_some_and(|r| r > cpus), Relaxed);
+    }
+    OVERLOADED.load(Relaxed)
+}
+
 /// Under loom spinning only multiplies the interleavings to explore.
 #[cfg(loom)]
-fn spin_until(_done: impl Fn() -> bool) -> bool {
+pub(crate) fn spin_until(_done: impl Fn() -> bool) -> bool {
     false
 }
 
