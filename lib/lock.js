@@ -171,7 +171,10 @@ class AsyncLock {
   get byteOffset () { return this[VIEW].byteOffset }
 
   /** Whether some thread holds the lock (a snapshot). */
-  get isLocked () { return ownerOf(Atomics.load(this[VIEW], WORD)) !== 0 }
+  get isLocked () {
+    if (this[REGION_ME] !== 0) return regionLock.isLocked(this[VIEW])
+    return ownerOf(Atomics.load(this[VIEW], WORD)) !== 0
+  }
 
   /** Blocks until acquired. Returns ACQUIRED or OWNER_DIED. */
   lock (timeout) {

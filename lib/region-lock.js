@@ -7,6 +7,8 @@
 //   0               unlocked, nobody waits
 //   C               unlocked, waiters may be waiting
 //   owner·2 (+ C)   locked by `owner`
+//   + STARVE        (bit 31) a waiter has waited longer than STARVING ms: the
+//                   word, once free, is only for a waiter that has slept
 //
 // `owner` is the holder's owner id in the region (src/region.rs,
 // `regionOwner`): a thread slot of the region's control block and its
@@ -23,10 +25,14 @@
 //            C set: others may still be queued behind it.
 //   unlock   me·2 → 0 if C is clear; else store 0 and wake one waiter.
 //
-// The queue of the word is FIFO, but a woken waiter competes with threads
-// that arrive meanwhile (no handoff): the order is Go's `sync.Mutex` in its
-// normal mode, not its starvation mode. A dead owner is noticed within one
-// slice by every waiter that sleeps on the word.
+// The queue of the word is FIFO, and a woken waiter competes with threads
+// that arrive meanwhile, as in Go's `sync.Mutex`; and as there, a waiter
+// that has waited longer than STARVING ms switches the word to starvation
+// mode (STARVE): an unlock then leaves the word free for the waiter it
+// wakes (the oldest), and newcomers queue instead of taking it. The waiter
+// that takes it clears the bit. Were nobody left to wake, a newcomer takes
+// it after its first slice. A dead owner is noticed within one slice by
+// every waiter that sleeps on the word.
 const binding = require('./native')
 const futex = require('./futex')
 const { enqueueAsync } = futex.internal
@@ -35,9 +41,11 @@ const { ACQUIRED, OWNER_DIED, LockTimeoutError, LockOwnershipError, DeadlockErro
 
 const WORD = 0
 const C = 1
+const STARVE = 1 << 31
 const SLICE = 50
+const STARVING = 1
 
-const ownerOf = (w) => w >>> 1
+const ownerOf = (w) => (w >>> 1) & 0x3fffffff
 
 function describeOwner (ta, w, me) {
   const owner = ownerOf(w)
@@ -47,12 +55,15 @@ function describeOwner (ta, w, me) {
 }
 
 // One attempt without waiting: ACQUIRED, OWNER_DIED, or the word seen
-// (held by a live owner). `contended`: take a free word with C set.
+// (held by a live owner, or free and kept for a woken waiter). `contended`:
+// the caller has slept (it takes a free word with C set, also in
+// starvation mode).
 function attempt (ta, me, contended) {
   for (;;) {
     const w = Atomics.load(ta, WORD)
     const owner = ownerOf(w)
     if (owner === 0) {
+      if ((w & STARVE) !== 0 && !contended) return w
       if (Atomics.compareExchange(ta, WORD, w, (me << 1) | (contended ? C : w & C)) === w) return ACQUIRED
       continue
     }
@@ -64,21 +75,24 @@ function attempt (ta, me, contended) {
   }
 }
 
-// Sets C on a held word `w`; the word to wait on, or -1 if it changed.
-function markWaiting (ta, w) {
-  if ((w & C) !== 0) return w
-  return Atomics.compareExchange(ta, WORD, w, w | C) === w ? w | C : -1
+// Sets C (and STARVE when `starving`) on a held word `w`; the word to wait
+// on, or -1 if it changed.
+function markWaiting (ta, w, starving) {
+  const marked = w | C | (starving ? STARVE : 0)
+  if (marked === w) return w
+  return Atomics.compareExchange(ta, WORD, w, marked) === w ? marked : -1
 }
 
 // Blocks: ACQUIRED or OWNER_DIED; throws LockTimeoutError, DeadlockError.
 function lock (ta, me, timeout, what) {
-  const deadline = now() + timeout
+  const start = now()
+  const deadline = start + timeout
   let contended = false
   for (;;) {
     const r = attempt(ta, me, contended)
     if (typeof r === 'string') return r
     if (ownerOf(r) === me) throw new DeadlockError(`${what}: this thread already holds the lock; blocking would never end`)
-    const w = markWaiting(ta, r)
+    const w = markWaiting(ta, r, contended && now() - start > STARVING)
     if (w === -1) continue
     const remaining = deadline - now()
     if (remaining <= 0) throw new LockTimeoutError(`${what}: not acquired within ${timeout} ms`)
@@ -96,7 +110,8 @@ function unlock (ta, me, what) {
   if (Atomics.compareExchange(ta, WORD, me << 1, 0) === me << 1) return
   const w = Atomics.load(ta, WORD)
   if (ownerOf(w) !== me) throw new LockOwnershipError(`${what}: the lock is ${describeOwner(ta, w, me)}`)
-  Atomics.store(ta, WORD, 0)
+  // In starvation mode the free word stays kept for the waiter woken here.
+  Atomics.store(ta, WORD, (w & STARVE) !== 0 ? STARVE | C : 0)
   futex.notify(ta, WORD, 1)
 }
 
@@ -112,7 +127,7 @@ function protocol (me) {
         // A waiter that was woken (waited > 0) takes the word with C.
         const r = attempt(ta, me, waited > 0)
         if (typeof r === 'string') return r
-        const w = markWaiting(ta, r)
+        const w = markWaiting(ta, r, waited > STARVING)
         if (w === -1) continue
         const q = enqueueAsync(ta, WORD, w, Math.min(remaining, SLICE), true)
         if (q === 'not-equal') continue
@@ -125,7 +140,8 @@ function protocol (me) {
     passOn (ta) {
       // A wake-up to compete that will not be used: if the word is free,
       // take and release it, which wakes the next waiter.
-      if (Atomics.compareExchange(ta, WORD, C, (me << 1) | C) === C) release(ta)
+      const w = Atomics.load(ta, WORD)
+      if (ownerOf(w) === 0 && Atomics.compareExchange(ta, WORD, w, (me << 1) | C | (w & STARVE)) === w) release(ta)
     },
     info: (status) => status === OWNER_DIED ? INFO_OWNER_DIED : INFO_OK,
     ok: null,
@@ -151,4 +167,11 @@ function ownerIn (ta) {
   }
 }
 
-module.exports = { lock, tryLock, unlock, protocolFor, ownerIn, heldBy: (ta, me) => ownerOf(Atomics.load(ta, WORD)) === me }
+module.exports = {
+  lock,
+  tryLock,
+  unlock,
+  protocolFor,
+  ownerIn,
+  isLocked: (ta) => ownerOf(Atomics.load(ta, WORD)) !== 0
+}
