@@ -264,6 +264,10 @@ export interface SharedLockManager {
   request<T> (name: string, options: import('./web-locks').LockOptions, callback: (lock: import('./web-locks').Lock) => T | PromiseLike<T>): Promise<Awaited<T>>
   /** Held locks and pending requests of every process of the region (clientId `<pid>-thread-<threadId>`). */
   query (): Promise<import('./web-locks').LockManagerSnapshot>
+  /** Not in the standard: blocks until granted, runs fn, releases (DeadlockError behind this thread's own lock or request). */
+  requestSync<T> (name: string, callback: (lock: import('./web-locks').Lock) => T): T
+  requestSync<T> (name: string, options: Omit<import('./web-locks').LockOptions, 'signal'> & { ifAvailable: true }, callback: (lock: import('./web-locks').Lock | null) => T): T
+  requestSync<T> (name: string, options: Omit<import('./web-locks').LockOptions, 'signal'>, callback: (lock: import('./web-locks').Lock) => T): T
 }
 
 /**

@@ -90,6 +90,26 @@ describe('region.locks: Web Locks across processes', skip, () => {
     SharedRegion.unlink(name)
   })
 
+  test('requestSync in another process blocks until this one releases, then holds the lock', { timeout: 60000 }, async () => {
+    const { name, region, w } = fresh()
+    let release
+    const held = region.locks.request('job', () => new Promise((resolve) => { release = resolve }))
+    await until(() => release !== undefined, 'the lock')
+    const blocked = child(['sync', name])
+    await until(() => Atomics.load(w, 5) === 1, 'the child to ask')
+    // Its request is queued (query() reads the table of every process).
+    for (let i = 0; (await region.locks.query()).pending.length !== 1; i++) {
+      assert.ok(i < 2000, 'the child\'s request never showed in query()')
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    assert.strictEqual(Atomics.load(w, 6), 0, 'not granted while held here')
+    release()
+    await held
+    assert.deepStrictEqual(await blocked.exited, { code: 0, signal: null })
+    assert.strictEqual(Atomics.load(w, 6), 1)
+    SharedRegion.unlink(name)
+  })
+
   test("steal from another process: the holder's request rejects with an AbortError there", { timeout: 60000 }, async () => {
     const { name, region, w } = fresh()
     const holder = child(['hold', name])

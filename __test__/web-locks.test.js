@@ -14,9 +14,10 @@ const { LockManager, Lock } = require('../web-locks')
 // WEB_LOCKS_UNDER_TEST=region runs the rules of the spec against a shared
 // region's LockManager (`region.locks`, lib/region-locks.js) instead, as
 // region-locks.test.js does: what only the process's own manager has (its
-// identity and entry points, requestSync, its per-thread fast path and the
+// identity and entry points, its per-thread fast path and the
 // order of grants within a thread it documents, its clientIds, the threads
-// of its child-process tests) is skipped there.
+// of its child-process tests, requestSync's cycles of threads) is skipped
+// there.
 const REGION = process.env.WEB_LOCKS_UNDER_TEST === 'region'
 const locks = REGION ? require('./fixtures/region-locks-manager') : require('../web-locks').locks
 const processOnly = REGION ? { skip: 'the process\'s own manager only' } : {}
@@ -760,7 +761,7 @@ describe('Web Locks: the polyfill (child processes)', processOnly, () => {
   })
 })
 
-describe('Web Locks: requestSync (not in the standard)', processOnly, () => {
+describe('Web Locks: requestSync (not in the standard)', () => {
   test('runs the callback with the lock and returns its result; a throw releases', () => {
     const name = uniqueName()
     assert.deepStrictEqual(locks.requestSync(name, (lock) => [lock.name, lock.mode]), [name, 'exclusive'])
@@ -803,20 +804,20 @@ describe('Web Locks: requestSync (not in the standard)', processOnly, () => {
     return { result: r.result, shown: transcript(r) }
   }
 
-  test('a worker blocks until the main thread releases, then sees what the holder wrote', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+  test('a worker blocks until the main thread releases, then sees what the holder wrote', { timeout: HARD_TIMEOUT + 10000, ...processOnly }, async () => {
     const { result, shown } = await run('sync-waits')
     assert.deepStrictEqual(result.before, { held: ['thread-0'], pending: [`thread-${result.worker}`] }, shown)
     assert.strictEqual(result.got, 'exclusive after 42', shown)
     assert.deepStrictEqual(result.after, { held: [], pending: [] }, shown)
   })
 
-  test('a worker terminated while blocked leaves the queue', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+  test('a worker terminated while blocked leaves the queue', { timeout: HARD_TIMEOUT + 10000, ...processOnly }, async () => {
     const { result, shown } = await run('sync-terminated')
     assert.deepStrictEqual(result.afterTerminate, { held: ['thread-0'], pending: [] }, shown)
     assert.deepStrictEqual(result.after, { held: [], pending: [] }, shown)
   })
 
-  test('a requestSync that would close a cycle of threads blocked in requestSync is a DeadlockError naming the cycle; the others go on', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+  test('a requestSync that would close a cycle of threads blocked in requestSync is a DeadlockError naming the cycle; the others go on', { timeout: HARD_TIMEOUT + 10000, ...processOnly }, async () => {
     for (const mode of ['sync-cycle', 'sync-cycle-queued']) {
       const { result, shown } = await run(mode)
       const [a, b, c] = result.threads
@@ -835,20 +836,20 @@ describe('Web Locks: requestSync (not in the standard)', processOnly, () => {
     }
   })
 
-  test('a wait that closes no cycle is no DeadlockError: a shared request beside a shared holder that is blocked', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+  test('a wait that closes no cycle is no DeadlockError: a shared request beside a shared holder that is blocked', { timeout: HARD_TIMEOUT + 10000, ...processOnly }, async () => {
     const { result, shown } = await run('sync-cycle-shared')
     assert.deepStrictEqual(result.outcomes, ['granted', 'granted', 'granted'], shown)
     assert.deepStrictEqual(result.after, [0, 1, 2].map(() => ({ held: [], pending: [] })), shown)
   })
 
-  test('stopped by a vm timeout (blocked, or in its callback), its lock is released once its thread\'s loop turns', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+  test('stopped by a vm timeout (blocked, or in its callback), its lock is released once its thread\'s loop turns', { timeout: HARD_TIMEOUT + 10000, ...processOnly }, async () => {
     const { result, shown } = await run('sync-vm-stopped')
     assert.deepStrictEqual(result.stopped, { blocked: 'stopped', sameTurn: 'DeadlockError', fast: 'stopped' }, shown)
     assert.deepStrictEqual([result.got, result.gotFast], ['exclusive', 'exclusive'], shown)
     assert.deepStrictEqual(result.after, { held: [] }, shown)
   })
 
-  test('a thread that may not block gets a TypeError from requestSync, except with ifAvailable or steal', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+  test('a thread that may not block gets a TypeError from requestSync, except with ifAvailable or steal', { timeout: HARD_TIMEOUT + 10000, ...processOnly }, async () => {
     const r = await runChild(['--allow-natives-syntax', path.join(__dirname, 'fixtures', 'web-locks-threads.js'), 'cannot-block'], { timeoutMs: HARD_TIMEOUT })
     assert.ok(!r.timedOut && r.code === 0 && r.result, transcript(r))
     assert.deepStrictEqual(r.result, {
@@ -860,7 +861,7 @@ describe('Web Locks: requestSync (not in the standard)', processOnly, () => {
     }, transcript(r))
   })
 
-  test('main (async) + 3 workers (requestSync): never two holders, no lost update', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+  test('main (async) + 3 workers (requestSync): never two holders, no lost update', { timeout: HARD_TIMEOUT + 10000, ...processOnly }, async () => {
     const { result, shown } = await run('sync-exclusion')
     assert.strictEqual(result.overlaps, 0, shown)
     assert.strictEqual(result.counter, result.expected, shown)

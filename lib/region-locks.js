@@ -32,7 +32,8 @@ const binding = require('./native')
 const futex = require('./futex')
 const { enqueueAsync, cancelAsync } = futex.internal
 const { AsyncLock } = require('./lock')
-const { SharedRegionError } = require('./errors')
+const { SharedRegionError, DeadlockError } = require('./errors')
+const { checkCanBlock } = require('./host')
 const { parse, reasonOf, domError, newLock, adopt } = require('./web-locks').internal
 
 const SLICE = 50
@@ -92,6 +93,25 @@ class SharedLockManager {
     return new Promise((resolve, reject) => request(this[MANAGER], resource, opts, fn, resolve, reject))
   }
 
+  /**
+   * Not in the standard (as the process's manager has it): blocks this
+   * thread until granted, runs fn(lock) (fn(null) when `ifAvailable` found
+   * it taken), releases when fn returns or throws, and returns fn's result.
+   * A DeadlockError where a lock or request of this thread comes first for
+   * the name; an AbortError after fn if the lock was stolen meanwhile.
+   */
+  requestSync (name, options, callback) {
+    const { resource, opts, fn } = parse(this, arguments, 'requestSync')
+    if (resource.length > MAX_NAME) {
+      throw domError(`Names longer than ${MAX_NAME} UTF-16 code units are not supported by a region's locks.`, 'NotSupportedError')
+    }
+    if (opts.signal !== undefined) {
+      throw domError("requestSync takes no 'signal': nothing can abort a blocked thread.", 'NotSupportedError')
+    }
+    if (!opts.ifAvailable && !opts.steal) checkCanBlock('LockManager.requestSync')
+    return requestSync(this[MANAGER], resource, opts, fn)
+  }
+
   /** The held locks and pending requests of every process of the region. */
   query () {
     const m = this[MANAGER]
@@ -113,6 +133,7 @@ class SharedLockManager {
 }
 Object.defineProperty(SharedLockManager.prototype, Symbol.toStringTag, { value: 'LockManager', configurable: true })
 Object.defineProperty(SharedLockManager.prototype.request, 'length', { value: 2 })
+Object.defineProperty(SharedLockManager.prototype.requestSync, 'length', { value: 2 })
 
 function infoOf (w, s) {
   const b = at(s)
@@ -215,14 +236,26 @@ function allocate (w) {
   return -1
 }
 
-function request (m, name, opts, fn, resolve, reject) {
+// Under the mutex: queues a request of this thread (granting it if it can
+// be): its slot; UNAVAILABLE (ifAvailable found it taken), FULL, or, for a
+// blocking caller, DEADLOCK (a lock or request of this thread would keep it
+// waiting for ever).
+const UNAVAILABLE = -1
+const FULL = -2
+const DEADLOCK = -3
+
+function enqueue (m, name, opts, blocking) {
   const w = m.w
-  let slot = -1
-  let unavailable = false
-  let full = false
+  let slot = FULL
   locked(m, () => {
     sweep(m)
     const { held, pending } = slotsOf(w, name)
+    const mine = (s) => Atomics.load(w, at(s) + OWNER) === m.me
+    if (blocking && !opts.steal && !opts.ifAvailable &&
+        (pending.some(mine) || held.some((s) => mine(s) && (opts.mode === 'exclusive' || !isShared(w, s))))) {
+      slot = DEADLOCK
+      return
+    }
     if (opts.steal) {
       for (const s of held) {
         Atomics.store(w, at(s) + STATE, STOLEN)
@@ -232,17 +265,14 @@ function request (m, name, opts, fn, resolve, reject) {
       const shared = opts.mode === 'shared'
       const grantable = pending.length === 0 && (shared ? held.every((s) => isShared(w, s)) : held.length === 0)
       if (!grantable) {
-        unavailable = true
+        slot = UNAVAILABLE
         return
       }
     }
-    slot = allocate(w)
-    if (slot < 0) {
-      full = true
-      return
-    }
-    const b = at(slot)
-    writeName(w, slot, name)
+    const s = allocate(w)
+    if (s < 0) return
+    const b = at(s)
+    writeName(w, s, name)
     Atomics.store(w, b + MODE, opts.mode === 'shared' ? 1 : 0)
     Atomics.store(w, b + OWNER, m.me)
     Atomics.store(w, b + PID, process.pid)
@@ -255,12 +285,60 @@ function request (m, name, opts, fn, resolve, reject) {
       Atomics.store(w, b + STATE, PENDING)
       processQueue(w, name)
     }
+    slot = s
   })
-  if (full) {
-    reject(new SharedRegionError('ERR_REGION_FULL', `the region's lock table is full (${SLOTS} requests and locks)`))
+  return slot
+}
+
+const fullError = () => new SharedRegionError('ERR_REGION_FULL', `the region's lock table is full (${SLOTS} requests and locks)`)
+
+// Releases the lock in `slot`; true if it had been stolen meanwhile.
+function releaseSlot (m, slot, name) {
+  const b = at(slot)
+  let st = FREE
+  locked(m, () => {
+    st = Atomics.load(m.w, b + STATE)
+    if (st === HELD || st === STOLEN) {
+      Atomics.store(m.w, b + STATE, FREE)
+      if (st === HELD) processQueue(m.w, name)
+    }
+  })
+  futex.notify(m.w, b + STATE) // ends a steal watch
+  return st === STOLEN
+}
+
+function requestSync (m, name, opts, fn) {
+  const w = m.w
+  const slot = enqueue(m, name, opts, true)
+  if (slot === DEADLOCK) {
+    throw new DeadlockError(`LockManager.requestSync: a lock or request of this thread comes first for ${JSON.stringify(name)}; blocking would never end`)
+  }
+  if (slot === FULL) throw fullError()
+  if (slot === UNAVAILABLE) return Reflect.apply(fn, undefined, [null])
+  const b = at(slot)
+  while (Atomics.load(w, b + STATE) === PENDING) {
+    // A slice that runs out sweeps for dead holders.
+    if (futex.wait(w, b + STATE, PENDING, SLICE) === 'timed-out') locked(m, () => sweep(m))
+  }
+  let done = false
+  let result
+  try {
+    result = Reflect.apply(fn, undefined, [newLock(name, opts.mode)])
+    done = true
+  } finally {
+    if (releaseSlot(m, slot, name) && done) throw domError('The lock was stolen.', 'AbortError') // eslint-disable-line no-unsafe-finally
+  }
+  return result
+}
+
+function request (m, name, opts, fn, resolve, reject) {
+  const w = m.w
+  const slot = enqueue(m, name, opts, false)
+  if (slot === FULL) {
+    reject(fullError())
     return
   }
-  if (unavailable) {
+  if (slot === UNAVAILABLE) {
     setImmediate(() => settle(fn, null, resolve, reject, () => {}))
     return
   }
@@ -298,17 +376,8 @@ function request (m, name, opts, fn, resolve, reject) {
     const release = () => {
       if (released) return
       released = true
-      let st = FREE
-      locked(m, () => {
-        st = Atomics.load(w, b + STATE)
-        if (st === HELD || st === STOLEN) {
-          Atomics.store(w, b + STATE, FREE)
-          if (st === HELD) processQueue(w, name)
-        }
-      })
       // Stolen before the news reached this thread: still an AbortError.
-      if (st === STOLEN) stolenNow()
-      futex.notify(w, b + STATE) // ends the steal watch
+      if (releaseSlot(m, slot, name)) stolenNow()
     }
     // A steal makes the request's promise reject with an AbortError at once;
     // the callback runs on, and its lock no longer counts.
