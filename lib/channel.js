@@ -50,17 +50,19 @@ const { performance } = require('perf_hooks')
 const binding = require('./native')
 const { Atomics, checkCanBlock } = require('./host')
 const { AsyncLock, internal: lockInternal } = require('./lock')
+const regionLock = require('./region-lock')
 const futex = require('./futex')
 const {
-  ACQUIRED, OWNER_DIED, ChannelClosedError, ChannelDisconnectedError, ChannelTimeoutError, abortError
+  ACQUIRED, OWNER_DIED, ChannelClosedError, ChannelDisconnectedError, ChannelTimeoutError, SharedRegionError, abortError
 } = require('./errors')
 const { show, timeoutOf, asyncOptions, deadlineOf, timeLeft } = require('./options')
 const { itemBytes, writeItem, readItem } = require('./wire')
 
-const { cancelAsync, threadEnds, waitWatching, enqueueWatchingAsync, isThreadAlive, lockCompeteAsync } = futex.internal
+const {
+  cancelAsync, threadEnds, waitWatching, enqueueWatchingAsync, enqueueAsync, isThreadAlive, lockCompeteAsync, regionBuffers
+} = futex.internal
 const { viewOf, WORD, ME, PROTOCOL } = lockInternal
 const { acquire } = require('./acquire')
-const LOCKED_BY_ME = ME * 2 // the lock word of a lock this thread holds, nobody queued
 
 // Each lock on a cache line of its own (64 bytes), and STATE with the
 // read-mostly header on a third: a producer and a consumer each keep their
@@ -187,8 +189,12 @@ function codecOption (codec) {
 
 // The header of an existing channel's buffer, checked.
 function attach (handle) {
+  if (isRegionMemory(handle.buffer, handle.byteOffset)) return placeInRegion(handle)
   if (handle !== null && typeof handle === 'object' && ('bytes' in handle || 'codec' in handle)) {
     throw new TypeError('Channel: pass either options ({ bytes, codec }) or a handle ({ buffer }), not both')
+  }
+  if (handle.byteOffset !== undefined && handle.byteOffset !== 0) {
+    throw new TypeError('Channel: a byteOffset places a channel in a shared region\'s memory; a channel of one process has its SharedArrayBuffer to itself')
   }
   const buffer = handle.buffer
   if (!types.isSharedArrayBuffer(buffer)) {
@@ -202,7 +208,7 @@ function attach (handle) {
       DATA_AT + capacity !== buffer.byteLength || codec < 0 || codec >= CODECS.length) {
     throw new TypeError('Channel: handle.buffer is not a Channel\'s buffer (its header does not match)')
   }
-  return { buffer, header, capacity, codec }
+  return { buffer, at: 0, region: false, header, capacity, codec }
 }
 
 function create (options) {
@@ -225,7 +231,92 @@ function create (options) {
   header[H_CAPACITY] = capacity
   header[H_CODEC] = codec
   Atomics.store(header, H_MAGIC, MAGIC)
-  return { buffer, header, capacity, codec }
+  return { buffer, at: 0, region: false, header, capacity, codec }
+}
+
+// --- a channel in a shared region's memory -------------------------------------
+// `new Channel({ buffer: region.buffer, byteOffset, bytes, codec })`, the same
+// call in every process: the first to come initialises the header, the
+// others attach (and are refused if they ask for another ring). Without
+// bytes and codec it only attaches. The channel takes DATA_AT + bytes
+// bytes from byteOffset (a multiple of 8: STATE is a 64-bit word).
+//
+// The first to come is decided by one compareExchange of MAGIC, 0 → −owner
+// (an owner id of the region is below 2^30, so that never reads as MAGIC);
+// it writes the header, then stores MAGIC and wakes whoever waits for it.
+// One that finds −owner waits for MAGIC in slices, and takes the
+// initialisation over if that owner died (SIGKILL mid-way): writing the
+// header again is harmless, since nobody has attached yet.
+
+const REGION_KEYS = ['buffer', 'byteOffset', 'bytes', 'codec']
+
+// Whether `buffer` is a shared region's memory (at byteOffset): the buffer
+// a region opened here, or a SharedArrayBuffer over one (Node 24.16+,
+// which a worker may have been posted).
+function isRegionMemory (buffer, byteOffset) {
+  if (regionBuffers.has(buffer)) return true
+  if (!types.isSharedArrayBuffer(buffer)) return false
+  const at = typeof byteOffset === 'number' && Number.isInteger(byteOffset) && byteOffset >= 0 && byteOffset + 8 <= buffer.byteLength ? byteOffset : 0
+  return buffer.byteLength >= at + 8 && binding.inRegion(new Int32Array(buffer, at, 2))
+}
+
+function placeInRegion (handle) {
+  for (const key of Object.keys(handle)) {
+    if (!REGION_KEYS.includes(key)) throw new TypeError(`Channel: unknown option ${show(key)} for a channel in a shared region (${REGION_KEYS.join(', ')})`)
+  }
+  const buffer = handle.buffer
+  const at = handle.byteOffset === undefined ? 0 : handle.byteOffset
+  if (typeof at !== 'number') throw new TypeError(`Channel: byteOffset must be a number, got ${show(at)}`)
+  if (!Number.isInteger(at) || at < 0 || at % 8 !== 0) {
+    throw new RangeError(`Channel: byteOffset must be a non-negative multiple of 8, got ${at}`)
+  }
+  const creating = handle.bytes !== undefined || handle.codec !== undefined
+  const capacity = creating ? bytesOption(handle.bytes) : 0
+  const codec = creating ? codecOption(handle.codec) : 0
+  const span = DATA_AT + (creating ? capacity : MIN_BYTES)
+  if (at + span > buffer.byteLength) {
+    throw new RangeError(`Channel: a channel of ${span} bytes (${DATA_AT} of header, then the ring) at byteOffset ${at} does not fit in the region's ${buffer.byteLength} bytes`)
+  }
+  const header = new Int32Array(buffer, at, DATA_AT / 4)
+  const me = regionLock.ownerIn(header)
+  for (;;) {
+    const magic = Atomics.load(header, H_MAGIC)
+    if (magic === MAGIC) break
+    if (magic === 0) {
+      if (!creating) throw new TypeError(`Channel: there is no channel at byteOffset ${at} of the region yet: pass { bytes, codec } to make one there`)
+      if (Atomics.compareExchange(header, H_MAGIC, 0, -me) === 0) initialise(header, capacity, codec, me)
+      continue
+    }
+    if (magic > 0 || -magic >= 0x40000000) {
+      throw new TypeError(`Channel: the memory at byteOffset ${at} of the region is not a Channel (its header does not match)`)
+    }
+    if (-magic === me || !binding.regionOwnerAlive(header, -magic)) {
+      // Its initialiser died midway (or was this thread, stopped by an exception).
+      if (Atomics.compareExchange(header, H_MAGIC, magic, -me) === magic) initialise(header, capacity, codec, me)
+      continue
+    }
+    futex.wait(header, H_MAGIC, magic, SLICE)
+  }
+  const found = Atomics.load(header, H_CAPACITY)
+  const foundCodec = Atomics.load(header, H_CODEC)
+  if (found % 4 !== 0 || found < MIN_BYTES || found > MAX_BYTES || foundCodec < 0 || foundCodec >= CODECS.length) {
+    throw new TypeError(`Channel: the memory at byteOffset ${at} of the region is not a Channel (its header does not match)`)
+  }
+  if (at + DATA_AT + found > buffer.byteLength) {
+    throw new RangeError(`Channel: the channel at byteOffset ${at} has a ring of ${found} bytes, which does not fit in this region's ${buffer.byteLength} bytes`)
+  }
+  if (creating && (found !== capacity || foundCodec !== codec)) {
+    throw new SharedRegionError('ERR_REGION_MISMATCH', `Channel: the channel at byteOffset ${at} of the region was made with bytes ${found} and codec ${show(CODECS[foundCodec])}, not bytes ${capacity} and codec ${show(CODECS[codec])}`)
+  }
+  return { buffer, at, region: true, header, capacity: found, codec: foundCodec }
+}
+
+// Writes a fresh header (this thread won MAGIC: it holds −me), then MAGIC.
+function initialise (header, capacity, codec, me) {
+  for (let i = 0; i < DATA_AT / 4; i++) if (i !== H_MAGIC) Atomics.store(header, i, 0)
+  Atomics.store(header, H_CAPACITY, capacity)
+  Atomics.store(header, H_CODEC, codec)
+  if (Atomics.compareExchange(header, H_MAGIC, -me, MAGIC) === -me) futex.notify(header, H_MAGIC)
 }
 
 function maxOption (what, max) {
@@ -468,7 +559,7 @@ function flushed (s, msg) {
   const base = slotBase(RECV)
   for (let i = 0; i < SLOTS; i++) {
     const v = Atomics.load(s.st, base + i)
-    if ((v & BUSY) !== 0 && (v & ID) !== ME && alive(v & ID)) {
+    if ((v & BUSY) !== 0 && (v & ID) !== s.me && alive(s, v & ID)) {
       msg.busy = base + i
       return WAIT
     }
@@ -602,18 +693,24 @@ const SIDE_NAMES = ['receiver', 'sender']
 // side (RECV, SEND; SLOTS: a member without a slot), then whether its
 // receiver slot has BUSY (so that a stream of receives touches it only when
 // the ring runs empty).
+// (Channels in a region's memory are several per buffer: by byteOffset.)
 const memberships = new WeakMap()
 const IS_BUSY = 2
-function membership (buffer) {
-  let m = memberships.get(buffer)
+function membership (buffer, at) {
+  let byOffset = memberships.get(buffer)
+  if (byOffset === undefined) {
+    byOffset = new Map()
+    memberships.set(buffer, byOffset)
+  }
+  let m = byOffset.get(at)
   if (m === undefined) {
     m = [-1, -1, false]
-    memberships.set(buffer, m)
+    byOffset.set(at, m)
   }
   return m
 }
 
-const alive = (id) => id === ME || isThreadAlive(id - 1)
+const alive = (s, id) => id === s.me || s.x.alive(s, id)
 
 // Makes this thread a member of side `dir` (RECV, SEND).
 function join (s, dir) {
@@ -621,11 +718,11 @@ function join (s, dir) {
   const base = slotBase(dir)
   let slot = -1
   for (let i = 0; i < SLOTS && slot < 0; i++) {
-    if ((Atomics.load(st, base + i) & ID) === ME) slot = i // another copy of the module in this thread
+    if ((Atomics.load(st, base + i) & ID) === s.me) slot = i // another copy of the module in this thread
   }
   for (let i = 0; i < SLOTS && slot < 0; i++) {
     const v = Atomics.load(st, base + i)
-    if ((v === 0 || !alive(v & ID)) && Atomics.compareExchange(st, base + i, v, ME) === v) slot = i
+    if ((v === 0 || !alive(s, v & ID)) && Atomics.compareExchange(st, base + i, v, s.me) === v) slot = i
   }
   if (slot < 0) Atomics.or(s.header, H_FLAGS, OVERFLOW[dir])
   // After the slot: whoever sees the side joined sees this member.
@@ -640,7 +737,7 @@ function sideGone (s, dir) {
   const base = slotBase(dir)
   for (let i = 0; i < SLOTS; i++) {
     const id = Atomics.load(s.st, base + i) & ID
-    if (id !== 0 && alive(id)) return false
+    if (id !== 0 && alive(s, id)) return false
   }
   return true
 }
@@ -668,9 +765,10 @@ function lookAtPeers (s, dir) {
   return true
 }
 
-// A send's check, cheap unless some thread ended since the last one.
+// A send's check, cheap unless some thread ended since the last one (in a
+// region: unless a slice has passed since the last one).
 function checkReceivers (s) {
-  const ends = threadEnds()
+  const ends = s.x.ends()
   if (ends === s.seenEnds) return
   s.seenEnds = ends
   if (sideGone(s, RECV)) disconnect(s, RECV)
@@ -686,7 +784,7 @@ function leave (s, dir) {
   if (slot < SLOTS) {
     const i = slotBase(dir) + slot
     const v = Atomics.load(s.st, i)
-    if ((v & ID) === ME) {
+    if ((v & ID) === s.me) {
       if ((v & FLUSHER) !== 0) binding.compareExchangeNotify(s.st, i, v, 0, Infinity)
       else Atomics.compareExchange(s.st, i, v, 0)
     }
@@ -710,7 +808,7 @@ function markBusy (s) {
   m[IS_BUSY] = true
   const i = slotBase(RECV) + m[RECV]
   const v = Atomics.load(s.st, i)
-  if ((v & BUSY) === 0 && (v & ID) === ME) Atomics.compareExchange(s.st, i, v, v | BUSY)
+  if ((v & BUSY) === 0 && (v & ID) === s.me) Atomics.compareExchange(s.st, i, v, v | BUSY)
 }
 function markIdle (s) {
   const m = s.member
@@ -719,11 +817,11 @@ function markIdle (s) {
   const i = slotBase(RECV) + m[RECV]
   for (;;) {
     const v = Atomics.load(s.st, i)
-    if ((v & BUSY) === 0 || (v & ID) !== ME) return
+    if ((v & BUSY) === 0 || (v & ID) !== s.me) return
     // With FLUSHER set, a flush may sleep on the slot: clear and wake in one step.
     const done = (v & FLUSHER) === 0
-      ? Atomics.compareExchange(s.st, i, v, ME) === v
-      : binding.compareExchangeNotify(s.st, i, v, ME, Infinity) === v
+      ? Atomics.compareExchange(s.st, i, v, s.me) === v
+      : binding.compareExchangeNotify(s.st, i, v, s.me, Infinity) === v
     if (done) return
   }
 }
@@ -736,11 +834,12 @@ const SEND = 1
 // Takes a side's lock if it is free or freed within LOCK_SPIN_MS: no native call.
 function spinLock (s, dir) {
   const lw = s.lockWords[dir]
-  if (Atomics.compareExchange(lw, WORD, 0, LOCKED_BY_ME) === 0) return true
+  const mine = s.lockedByMe
+  if (Atomics.compareExchange(lw, WORD, 0, mine) === 0) return true
   const end = performance.now() + LOCK_SPIN_MS
   for (;;) {
     for (let i = 0; i < 32; i++) {
-      if (Atomics.load(lw, WORD) === 0 && Atomics.compareExchange(lw, WORD, 0, LOCKED_BY_ME) === 0) return true
+      if (Atomics.load(lw, WORD) === 0 && Atomics.compareExchange(lw, WORD, 0, mine) === 0) return true
     }
     if (performance.now() >= end) return false
   }
@@ -858,16 +957,17 @@ function prepareSleep (s, dir, msg) {
 // not back: FLUSHER set, so that the receiver's return wakes it.
 function prepareFlushSleep (s, i) {
   const v = Atomics.load(s.st, i)
-  if ((v & BUSY) === 0 || !alive(v & ID)) return null
+  if ((v & BUSY) === 0 || !alive(s, v & ID)) return null
   if ((v & FLUSHER) === 0 && Atomics.compareExchange(s.st, i, v, v | FLUSHER) !== v) return null
   return { index: i, value: v | FLUSHER }
 }
 
 // The sleep of a blocking waiter: on STATE (a BigInt) or a slot. Any
-// thread's end wakes it, and it does not sleep if one ended after `ends`.
+// thread's end wakes it, and it does not sleep if one ended after `ends`
+// (in a region: a slice at most).
 function sleepOn (s, v, ends, timeout) {
-  if (typeof v === 'bigint') return waitWatching(s.big, BIG, v, ends, timeout)
-  return waitWatching(s.st, v.index, v.value, ends, timeout)
+  if (typeof v === 'bigint') return s.x.sleep(s.big, BIG, v, ends, timeout)
+  return s.x.sleep(s.st, v.index, v.value, ends, timeout)
 }
 
 // Runs step(s, arg) under the side's lock until it answers something other
@@ -897,7 +997,7 @@ function blocking (s, what, timeout, dir, step, arg) {
       }
       // Before a sleep: is the other side still there? (Read the count of
       // ended threads first: one that ends after the look wakes the sleep.)
-      const ends = threadEnds()
+      const ends = s.x.ends()
       if (lookAtPeers(s, dir)) continue
       const v = prepareSleep(s, dir, arg)
       if (v === null) continue
@@ -917,7 +1017,7 @@ function blocking (s, what, timeout, dir, step, arg) {
 function sleepAsync (s, v, ends, timeout, signal) {
   const ta = typeof v === 'bigint' ? s.big : s.st
   const index = typeof v === 'bigint' ? BIG : v.index
-  const q = enqueueWatchingAsync(ta, index, typeof v === 'bigint' ? v : v.value, ends, timeout, true)
+  const q = s.x.sleepAsync(ta, index, typeof v === 'bigint' ? v : v.value, ends, timeout)
   if (q === 'not-equal') return undefined
   if (signal === undefined) return q.promise
   const onAbort = () => cancelAsync(ta, index, q.token)
@@ -942,11 +1042,54 @@ const COMPETING = Object.assign({}, PROTOCOL, {
 })
 const NO_LIMIT = { timeout: Infinity, signal: undefined }
 
+// --- who is who, who lives, how to sleep: one strategy per channel ------------
+// A channel of one process names its members by thread id, asks the addon's
+// registry of ended threads whether they live, and sleeps watching (any
+// thread's end wakes it): nobody looks again on a timer. A channel in a
+// shared region's memory names them by owner id of the region (a thread of
+// a process, with a generation: src/region.rs), asks the region whether
+// that thread still lives (the kernel's record lock of its process, the
+// generation of its thread slot), takes its side locks by the region's
+// robust protocol (lib/region-lock.js), and sleeps in slices of SLICE ms:
+// nothing tells a sleeper of another process's death, and a process killed
+// inside the native call that commits and wakes may have made the change
+// without the wake-up. After each slice the sleeper takes its lock, tries
+// its step and looks at the other side again; a sender looks at the
+// receivers at most once per slice (`ends` is then the slice's number).
+const SLICE = 50
+
+const THREADS = {
+  me: ME,
+  alive: (s, id) => isThreadAlive(id - 1),
+  ends: threadEnds,
+  sleep: waitWatching,
+  sleepAsync: (ta, index, value, ends, timeout) => enqueueWatchingAsync(ta, index, value, ends, timeout, true),
+  lockProtocol: COMPETING,
+  lockView: (s, lock) => viewOf(lock, 'Channel')
+}
+
+function regionStrategy (header) {
+  const me = regionLock.ownerIn(header)
+  return {
+    me,
+    alive: (s, id) => binding.regionOwnerAlive(s.st, id),
+    ends: () => Math.floor(performance.now() / SLICE),
+    sleep: (ta, index, value, ends, timeout) => futex.wait(ta, index, value, timeout < SLICE ? timeout : SLICE),
+    sleepAsync: (ta, index, value, ends, timeout) => enqueueAsync(ta, index, value, timeout < SLICE ? timeout : SLICE, true),
+    // Woken waiters compete (and a starving one is kept the word for a
+    // slice at most): never a lock handed to a thread blocked elsewhere
+    // for longer than that.
+    lockProtocol: regionLock.protocolFor(me),
+    lockView: (s, lock) => new Int32Array(s.buffer, lock.byteOffset, 2)
+  }
+}
+
 function lockSideAsync (s, dir, signal) {
   const ta = s.lockWords[dir]
   const opts = signal === undefined ? NO_LIMIT : { timeout: Infinity, signal }
-  if (COMPETING.now(ta, opts)) return Promise.resolve(ACQUIRED)
-  return acquire(COMPETING, ta, opts, 'Channel')
+  const p = s.x.lockProtocol
+  if (p.now(ta, opts)) return Promise.resolve(ACQUIRED)
+  return acquire(p, ta, opts, 'Channel')
 }
 
 async function nonBlocking (s, what, opts, dir, step, arg) {
@@ -966,7 +1109,7 @@ async function nonBlocking (s, what, opts, dir, step, arg) {
         const left = timeLeft(deadline)
         if (left <= 0) throw new ChannelTimeoutError(`${what}: timed out after ${opts.timeout} ms`)
         if (signal !== undefined && signal.aborted) throw abortError(signal)
-        ends = threadEnds()
+        ends = s.x.ends()
         if (lookAtPeers(s, dir)) continue
         v = prepareSleep(s, dir, arg)
         if (v !== null) break
@@ -1024,28 +1167,35 @@ class Channel {
     const handle = handleOf(options)
     const base = handle !== null ? attach(handle) : create(options)
     const buffer = base.buffer
-    const locks = [new AsyncLock(buffer, RECV_AT), new AsyncLock(buffer, SEND_AT)]
-    this[STATE] = {
+    const at = base.at
+    const x = base.region ? regionStrategy(base.header) : THREADS
+    const locks = [new AsyncLock(buffer, at + RECV_AT), new AsyncLock(buffer, at + SEND_AT)]
+    const s = this[STATE] = {
       buffer,
       header: base.header,
       capacity: base.capacity,
       codec: base.codec,
+      x, // the strategy: in-process or in a region
+      me: x.me, // this thread's id in member slots
+      lockedByMe: x.me * 2, // a side's lock word held by this thread, nobody queued
       locks,
-      lockWords: locks.map((l) => viewOf(l, 'Channel')),
-      st: new Int32Array(buffer, 0, DATA_AT / 4),
-      big: new BigInt64Array(buffer, 0, DATA_AT / 8),
-      u8: new Uint8Array(buffer, DATA_AT, base.capacity),
-      u32: new Uint32Array(buffer, DATA_AT, base.capacity / 4),
-      buf: Buffer.from(buffer, DATA_AT, base.capacity),
+      lockWords: null,
+      st: new Int32Array(buffer, at, DATA_AT / 4),
+      big: new BigInt64Array(buffer, at, DATA_AT / 8),
+      u8: new Uint8Array(buffer, at + DATA_AT, base.capacity),
+      u32: new Uint32Array(buffer, at + DATA_AT, base.capacity / 4),
+      buf: Buffer.from(buffer, at + DATA_AT, base.capacity),
       misses: [0, 0], // per direction (RECV, SEND): see SPIN_MISSES
       blockingSpinsAlways: true, // or adapts, as an async call's spin does
-      member: membership(buffer), // this thread's membership of each side
-      seenEnds: -1 // threadEnds() when a sender last checked the receivers
+      member: membership(buffer, at), // this thread's membership of each side
+      seenEnds: -1 // x.ends() when a sender last checked the receivers
     }
+    s.lockWords = locks.map((l) => x.lockView(s, l))
     // What another thread passes to `new Channel(handle)`. An own,
     // enumerable property: a Channel posted whole (postMessage, workerData)
     // arrives as { handle }, which the constructor takes as the same channel.
-    Object.defineProperty(this, 'handle', { value: Object.freeze({ buffer }), enumerable: true })
+    const own = base.region ? { buffer, byteOffset: at } : { buffer }
+    Object.defineProperty(this, 'handle', { value: Object.freeze(own), enumerable: true })
   }
 
   /** Bytes of the ring (a message takes 4 more, padded to a multiple of 4). */
