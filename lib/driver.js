@@ -31,16 +31,29 @@
 // arrival or a registration it made), and the promise rejects with what the
 // call threw. A second failure ends the procedure where it is (its `finally`
 // blocks run). A procedure that throws rejects the promise with that.
+//
+// Over a shared region's memory (lib/region.js) a wait lasts at most SLICE
+// ms: a process killed between a change and its wake-up (the change and the
+// wake-up are one native call, but a SIGKILL can fall between its two
+// halves) would otherwise leave the sleepers asleep. A slice that runs out
+// reaches the procedure as 'timed-out', which it takes, as always, for "look
+// again": every procedure re-reads the state and its own deadline.
 const futex = require('./futex')
 
 const { wait } = futex
-const { enqueueAsync, cancelAsync } = futex.internal
+const { enqueueAsync, cancelAsync, inRegion } = futex.internal
+
+const SLICE = 50
+
+// The longest single wait on `ta`: SLICE over region memory, else Infinity.
+const sliceOf = (ta) => inRegion(ta) ? SLICE : Infinity
 
 function runBlocking (ta, gen) {
+  const slice = sliceOf(ta)
   let step = gen.next()
   while (!step.done) {
     const w = step.value
-    step = gen.next(wait(ta, w.index, w.value, w.timeout))
+    step = gen.next(wait(ta, w.index, w.value, w.timeout > slice ? slice : w.timeout))
   }
   return step.value
 }
@@ -48,6 +61,7 @@ function runBlocking (ta, gen) {
 // Async waiters keep the event loop alive (keepAlive = true): a pending
 // acquisition is pending work.
 function runAsync (ta, gen, ctx, signal) {
+  const slice = sliceOf(ta)
   return new Promise((resolve, reject) => {
     let current = null // the queued waiter: { index, token, resume }
     const onAbort = () => {
@@ -79,7 +93,7 @@ function runAsync (ta, gen, ctx, signal) {
           const w = step.value
           let q
           try {
-            q = enqueueAsync(ta, w.index, w.value, w.timeout, true)
+            q = enqueueAsync(ta, w.index, w.value, w.timeout > slice ? slice : w.timeout, true)
           } catch (e) {
             if (failure !== null) {
               gen.return(undefined)
@@ -117,4 +131,4 @@ function runAsync (ta, gen, ctx, signal) {
   })
 }
 
-module.exports = { runBlocking, runAsync }
+module.exports = { runBlocking, runAsync, SLICE }

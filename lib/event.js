@@ -55,11 +55,29 @@
 // waiting leaves one signal however often it is repeated, a waiter that
 // leaves or dies leaves no count behind, and a thread stopped anywhere in
 // set() or wait() has either done all of it or none.
+//
+// Over a shared region's memory (every process of the machine: lib/region.js)
+// the queues are the region's, which know no protocol, so both events keep
+// their state in the word alone:
+//
+//   ManualResetEvent  the same word; the set that finds W is one
+//                     compareExchangeNotify (the change and a wake-up of
+//                     every sleeper, in the region's queues)
+//   AutoResetEvent    Q means "waiters may sleep" and is never cleared; a set
+//                     stores SET (if not set already) and wakes one sleeper,
+//                     which takes SET when it runs, competing with newcomers:
+//                     two sets before anyone took the first leave one signal
+//                     (.NET's AutoResetEvent says the same of itself)
+//
+// Sleepers over region memory wake every SLICE ms to look again
+// (lib/driver.js): a sleeper woken for a signal and killed before it took
+// it leaves SET in the word, and the next sleeper takes it within a slice.
 const binding = require('./native')
 const { Atomics, checkCanBlock } = require('./host')
 const acquiring = require('./acquire')
-const { eventAsync } = require('./futex').internal
-const { runBlocking, runAsync } = require('./driver')
+const futex = require('./futex')
+const { eventAsync, enqueueAsync, inRegion } = futex.internal
+const { runBlocking, runAsync, SLICE } = require('./driver')
 const { ACQUIRED, E_TIMEOUT, abortError } = require('./errors')
 const { deadlineOf, timeLeft, show, sharedView, timeoutOf, asyncOptions } = require('./options')
 
@@ -69,6 +87,7 @@ const SET = 2 // ManualResetEvent: the counter is odd
 const A_SET = 1 // AutoResetEvent: the signal
 const A_Q = 1 << 31 // AutoResetEvent: waiters queued
 const VIEW = Symbol('event view')
+const REGION = Symbol('event over region memory')
 const NEVER_CANCELLED = Object.freeze({ cancelled: false })
 
 const RELEASED = 0
@@ -89,7 +108,7 @@ function viewOf (what, bytes, buffer, byteOffset, initiallySet) {
     return { view: sharedView(what, undefined, undefined, bytes), set: flagOf(what, buffer) }
   }
   const set = initiallySet === undefined ? undefined : flagOf(what, initiallySet)
-  return { view: sharedView(what, buffer, byteOffset, bytes), set }
+  return { view: sharedView(what, buffer, byteOffset, bytes, true), set }
 }
 
 function waitAsyncWith (ta, options, what, procedure) {
@@ -132,10 +151,14 @@ function * manualWait (ta, deadline, ctx) {
   }
 }
 
-function manualSet (ta) {
+function manualSet (ta, region) {
   for (;;) {
     const v = Atomics.load(ta, STATE)
     if ((v & SET) !== 0) return
+    if ((v & W) !== 0 && region) {
+      if (binding.compareExchangeNotify(ta, STATE, v, ((v + 2) | 0) & ~W, Infinity) === v) return
+      continue
+    }
     if ((v & W) !== 0) {
       binding.manualEventSet(ta, STATE)
       return
@@ -153,7 +176,8 @@ class ManualResetEvent {
   constructor (buffer, byteOffset, initiallySet) {
     const { view, set } = viewOf('ManualResetEvent', ManualResetEvent.BYTES, buffer, byteOffset, initiallySet)
     this[VIEW] = view
-    if (set === true) manualSet(view)
+    this[REGION] = inRegion(view)
+    if (set === true) manualSet(view, this[REGION])
   }
 
   get buffer () { return this[VIEW].buffer }
@@ -163,7 +187,7 @@ class ManualResetEvent {
   get isSet () { return (Atomics.load(this[VIEW], STATE) & SET) !== 0 }
 
   /** Sets the event, releasing every waiter; waits return at once until reset(). */
-  set () { manualSet(this[VIEW]) }
+  set () { manualSet(this[VIEW], this[REGION]) }
 
   /** Clears the event. */
   reset () {
@@ -207,6 +231,73 @@ function autoSet (ta) {
 
 const takeSignal = (ta) => Atomics.compareExchange(ta, STATE, A_SET, 0) === A_SET
 
+// --- AutoResetEvent over region memory (see the top of the file) ---
+
+function regionSet (ta) {
+  for (;;) {
+    const v = Atomics.load(ta, STATE)
+    if ((v & A_SET) !== 0) return
+    if ((v & A_Q) === 0) {
+      if (Atomics.compareExchange(ta, STATE, v, v | A_SET) === v) return
+    } else if (binding.compareExchangeNotify(ta, STATE, v, v | A_SET, 1) === v) {
+      return
+    }
+  }
+}
+
+function regionTake (ta) {
+  for (;;) {
+    const v = Atomics.load(ta, STATE)
+    if ((v & A_SET) === 0) return false
+    if (Atomics.compareExchange(ta, STATE, v, v & ~A_SET) === v) return true
+  }
+}
+
+// The word to sleep on: STATE with Q set; -1 if a signal is there to take.
+function regionMark (ta) {
+  for (;;) {
+    const v = Atomics.load(ta, STATE)
+    if ((v & A_SET) !== 0) return -1
+    if ((v & A_Q) !== 0 || Atomics.compareExchange(ta, STATE, v, v | A_Q) === v) return v | A_Q
+  }
+}
+
+function regionWait (ta, timeout) {
+  const deadline = deadlineOf(timeout)
+  for (;;) {
+    if (regionTake(ta)) return true
+    const remaining = timeLeft(deadline)
+    if (remaining <= 0) return false
+    const v = regionMark(ta)
+    if (v !== -1) futex.wait(ta, STATE, v, remaining > SLICE ? SLICE : remaining)
+  }
+}
+
+// Its protocol for lib/acquire.js: every wake-up ('ok', or a slice that ran
+// out) is a look again; a wake-up that will not be used is handed on while
+// the signal is there.
+const AUTO_REGION = {
+  index: STATE,
+  now: (ta, opts) => !(opts.signal !== undefined && opts.signal.aborted) && regionTake(ta),
+  park (ta, waited, remaining) {
+    for (;;) {
+      if (regionTake(ta)) return ACQUIRED
+      const v = regionMark(ta)
+      if (v === -1) continue
+      const q = enqueueAsync(ta, STATE, v, remaining > SLICE ? SLICE : remaining, true)
+      if (q === 'not-equal') continue
+      return { token: q.token, promise: q.promise.then((o) => o === 'timed-out' ? 'ok' : o) }
+    }
+  },
+  release: regionSet,
+  passOn (ta) {
+    if ((Atomics.load(ta, STATE) & A_SET) !== 0) futex.notify(ta, STATE, 1)
+  },
+  info: () => undefined,
+  ok: undefined,
+  missing: 'not set'
+}
+
 // The protocol for lib/acquire.js: the signal is what is acquired. One
 // handed over while the wait was being aborted is set again (for the next
 // waiter); a plain notify of the word ('ok') took nothing.
@@ -233,7 +324,8 @@ class AutoResetEvent {
   constructor (buffer, byteOffset, initiallySet) {
     const { view, set } = viewOf('AutoResetEvent', AutoResetEvent.BYTES, buffer, byteOffset, initiallySet)
     this[VIEW] = view
-    if (set === true) autoSet(view)
+    this[REGION] = inRegion(view)
+    if (set === true) (this[REGION] ? regionSet : autoSet)(view)
   }
 
   get buffer () { return this[VIEW].buffer }
@@ -246,10 +338,10 @@ class AutoResetEvent {
    * Releases exactly one waiter; with nobody waiting, the event stays set
    * until one wait consumes it. Setting a set event does nothing.
    */
-  set () { autoSet(this[VIEW]) }
+  set () { (this[REGION] ? regionSet : autoSet)(this[VIEW]) }
 
   /** Clears the event if it is set. */
-  reset () { takeSignal(this[VIEW]) }
+  reset () { (this[REGION] ? regionTake : takeSignal)(this[VIEW]) }
 
   /**
    * Blocks until this waiter is released by a set (consuming it): true;
@@ -259,6 +351,7 @@ class AutoResetEvent {
     const t = timeoutOf('AutoResetEvent.wait', timeout)
     checkCanBlock('AutoResetEvent.wait')
     const ta = this[VIEW]
+    if (this[REGION]) return regionWait(ta, t)
     if (takeSignal(ta)) return true
     if (t === 0) return false
     return binding.autoEventWait(ta, STATE, t) === 0
@@ -272,7 +365,7 @@ class AutoResetEvent {
     } catch (e) {
       return Promise.reject(e)
     }
-    return acquiring.acquireAsync(AUTO, this[VIEW], opts, 'AutoResetEvent.waitAsync').then(() => true, (e) => {
+    return acquiring.acquireAsync(this[REGION] ? AUTO_REGION : AUTO, this[VIEW], opts, 'AutoResetEvent.waitAsync').then(() => true, (e) => {
       if (e.code === E_TIMEOUT) return false
       throw e
     })

@@ -668,6 +668,11 @@ module.exports = {
     isThreadAlive: binding.isThreadAlive,
     regionBuffers,
     regionError,
+    // Whether `ta` (a valid integer typed array) is over a shared region's memory.
+    inRegion: (ta) => {
+      const info = lookup(ta)
+      return info !== null && info.region
+    },
     queueLength: binding.queueLength,
     threadId,
     // For tests: what the process holds natively (see src/lib.rs), what this

@@ -13,6 +13,7 @@
 
 use std::ffi::{c_char, CStr};
 use std::ptr;
+use std::sync::atomic::Ordering::SeqCst;
 
 use futex_core::{wake, WaitResult};
 use napi::bindgen_prelude::Object;
@@ -378,6 +379,32 @@ unsafe extern "C" fn raw_compare_exchange_notify(env: sys::napi_env, info: sys::
         let count = number(env, count);
         let count = if count >= u32::MAX as f64 { usize::MAX } else { count.max(0.0) as usize };
         let mut value = ptr::null_mut();
+        if let Some((region, offset)) = region::find(cell.key()) {
+            // Over a region: the same change, and its wake-up through the
+            // region's queues. A process killed between the two leaves its
+            // sleepers asleep: the primitives' waiters over region memory
+            // look again every slice (docs/region.md, "Primitives").
+            match (expected, replacement) {
+                (Expected::I32(e), Expected::I32(n)) => {
+                    let word = &*(cell.key() as *const std::sync::atomic::AtomicU32);
+                    let old = word.compare_exchange(e as u32, n as u32, SeqCst, SeqCst).unwrap_or_else(|v| v);
+                    if old == e as u32 {
+                        region.notify(offset, count);
+                    }
+                    sys::napi_create_int32(env, old as i32, &mut value);
+                }
+                (Expected::I64(e), Expected::I64(n)) => {
+                    let word = &*(cell.key() as *const std::sync::atomic::AtomicU64);
+                    let old = word.compare_exchange(e as u64, n as u64, SeqCst, SeqCst).unwrap_or_else(|v| v);
+                    if old == e as u64 {
+                        region.notify(offset, count);
+                    }
+                    sys::napi_create_bigint_int64(env, old as i64, &mut value);
+                }
+                _ => unreachable!("both are read as the cell's element type"),
+            }
+            return value;
+        }
         match (expected, replacement) {
             (Expected::I32(e), Expected::I32(n)) => {
                 let old = wake::compare_exchange_notify_u32(&TABLE, cell.key(), e as u32, n as u32, count);
@@ -412,7 +439,23 @@ unsafe extern "C" fn raw_count_to_zero(env: sys::napi_env, info: sys::napi_callb
             Ok(_) => unreachable!("an Int32Array cell"),
             Err(e) => return throw(env, e),
         };
-        let old = wake::count_to_zero(&TABLE, count.key(), epoch.key(), expected as u32);
+        let old = match region::find(epoch.key()) {
+            Some((region, offset)) => {
+                let (c, e) = (
+                    &*(count.key() as *const std::sync::atomic::AtomicU32),
+                    &*(epoch.key() as *const std::sync::atomic::AtomicU32),
+                );
+                match c.compare_exchange(expected as u32, 0, SeqCst, SeqCst) {
+                    Ok(old) => {
+                        e.fetch_add(1, SeqCst);
+                        region.notify(offset, usize::MAX);
+                        old
+                    }
+                    Err(old) => old,
+                }
+            }
+            None => wake::count_to_zero(&TABLE, count.key(), epoch.key(), expected as u32),
+        };
         let mut value = ptr::null_mut();
         sys::napi_create_int32(env, old as i32, &mut value);
         value

@@ -1,0 +1,144 @@
+'use strict'
+// WaitGroup, Barrier, ManualResetEvent and AutoResetEvent over a shared
+// region: the same object in every thread of every process that maps it.
+// Real processes (fixtures/region-primitives-child.js, a main thread and a
+// worker each), each with a hard timeout.
+const assert = require('assert')
+const path = require('path')
+const { test, describe } = require('./harness')
+const { until, startChild, regionSkip } = require('./util')
+const { SharedRegion, WaitGroup, Barrier, ManualResetEvent, AutoResetEvent } = require('..')
+const binding = require('../lib/native')
+
+const FIXTURE = path.join(__dirname, 'fixtures', 'region-primitives-child.js')
+const HARD_TIMEOUT = 40000
+const ARRIVED = 16
+const RELEASED = 17
+const CONSUMED = 18
+const ERRORS = 19
+const SLEEPING = 20
+const PARTIES = 21
+
+const skip = regionSkip()
+
+let n = 0
+function fresh () {
+  const name = `pr${process.pid}-${++n}`
+  SharedRegion.unlink(name)
+  const region = SharedRegion.open(name, { bytes: 256 })
+  return { name, region, w: new Int32Array(region.buffer) }
+}
+
+const child = (args) => startChild(FIXTURE, args, HARD_TIMEOUT)
+
+async function allExit (kids) {
+  const ends = await Promise.all(kids.map((k) => k.exited))
+  assert.deepStrictEqual(ends, ends.map(() => ({ code: 0, signal: null })))
+}
+
+describe('ownerless primitives in a shared region', skip, () => {
+  test('WaitGroup: waiters of 3 processes (blocking and async) are released by done() of 4 others', { timeout: 60000 }, async () => {
+    const { name, region, w } = fresh()
+    const wg = new WaitGroup(region.buffer, 0, 4)
+    const waiters = [0, 1, 2].map(() => child(['wg-wait', name]))
+    // Nobody is released before the count reaches zero.
+    const local = wg.waitAsync({ timeout: 30000 })
+    for (let i = 0; i < 4; i++) {
+      assert.strictEqual(Atomics.load(w, RELEASED), 0)
+      await child(['wg-done', name]).exited
+      assert.strictEqual(wg.count, 3 - i)
+    }
+    assert.strictEqual(await local, true)
+    await allExit(waiters)
+    assert.strictEqual(Atomics.load(w, RELEASED), 6)
+    SharedRegion.unlink(name)
+  })
+
+  test('Barrier: 4 processes × (main thread + worker), 200 generations, nobody passes early', { timeout: 60000 }, async () => {
+    const { name, region, w } = fresh()
+    const barrier = new Barrier(region.buffer, 16, 8)
+    Atomics.store(w, PARTIES, 8)
+    const kids = [0, 1, 2, 3].map(() => child(['barrier', name, '200']))
+    await allExit(kids)
+    assert.strictEqual(Atomics.load(w, ERRORS), 0)
+    assert.strictEqual(Atomics.load(w, ARRIVED), 8 * 200)
+    assert.strictEqual(barrier.waiting, 0)
+    assert.strictEqual(barrier.isBroken, false)
+    SharedRegion.unlink(name)
+  })
+
+  test('Barrier: a party that times out breaks it for the parties of other processes', { timeout: 60000 }, async () => {
+    const { name, region, w } = fresh()
+    const barrier = new Barrier(region.buffer, 16, 4)
+    Atomics.store(w, PARTIES, 4)
+    // One child (2 parties) arrives, and this thread's party, which times out: the
+    // generation breaks and the child's parties throw (their ERRORS stays 0,
+    // their process exits 1 with BarrierBrokenError).
+    const kid = child(['barrier', name, '1'])
+    await until(() => barrier.waiting === 2, 'both parties of the child to arrive')
+    await assert.rejects(barrier.waitAsync({ timeout: 50 }), { name: 'LockTimeoutError' })
+    assert.strictEqual(barrier.isBroken, true)
+    assert.deepStrictEqual(await kid.exited, { code: 1, signal: null })
+    barrier.reset()
+    assert.strictEqual(barrier.isBroken, false)
+    SharedRegion.unlink(name)
+  })
+
+  test('ManualResetEvent: one set() releases every waiter of every process', { timeout: 60000 }, async () => {
+    const { name, region, w } = fresh()
+    const ev = new ManualResetEvent(region.buffer, 32)
+    const kids = [0, 1, 2].map(() => child(['manual-wait', name]))
+    const local = ev.waitAsync()
+    // Wait until the six waiters of the children have marked W and sleep.
+    await until(() => (Atomics.load(w, 8) & 1) === 1, 'a waiter to mark the event')
+    assert.strictEqual(Atomics.load(w, RELEASED), 0)
+    ev.set()
+    assert.strictEqual(await local, true)
+    await allExit(kids)
+    assert.strictEqual(Atomics.load(w, RELEASED), 6)
+    ev.reset()
+    assert.strictEqual(await ev.waitAsync({ timeout: 20 }), false)
+    SharedRegion.unlink(name)
+  })
+
+  test('AutoResetEvent: each set() releases one waiter of the processes, as long as one waits', { timeout: 60000 }, async () => {
+    const { name, region, w } = fresh()
+    const ev = new AutoResetEvent(region.buffer, 40)
+    const N = 300
+    const kids = [0, 1, 2].map(() => child(['auto-take', name, String(N)]))
+    for (let i = 0; i < N; i++) {
+      ev.set()
+      // The next set only once this one was taken: none coalesce.
+      await until(() => Atomics.load(w, CONSUMED) === i + 1, `signal ${i + 1} to be taken`)
+    }
+    await allExit(kids)
+    assert.strictEqual(Atomics.load(w, CONSUMED), N, 'every signal taken exactly once')
+    assert.strictEqual(ev.isSet, false)
+    SharedRegion.unlink(name)
+  })
+
+  test('AutoResetEvent: a waiter killed with SIGKILL takes no signal with it', { timeout: 60000 }, async () => {
+    const { name, region, w } = fresh()
+    const ev = new AutoResetEvent(region.buffer, 40)
+    const sleepers = [0, 1, 2].map(() => child(['auto-sleep', name]))
+    await until(() => Atomics.load(w, SLEEPING) === 3, 'the sleepers to wait')
+    for (const s of sleepers) s.kill('SIGKILL')
+    await Promise.all(sleepers.map((s) => s.exited))
+    ev.set()
+    assert.strictEqual(await ev.waitAsync({ timeout: 5000 }), true)
+    assert.strictEqual(ev.isSet, false)
+    SharedRegion.unlink(name)
+  })
+
+  test('a process killed while it sleeps on a WaitGroup leaves no waiter behind to wake', { timeout: 60000 }, async () => {
+    const { name, region } = fresh()
+    const wg = new WaitGroup(region.buffer, 0, 1)
+    const kid = child(['wg-wait', name])
+    await until(() => binding.regionInfo(new Int32Array(region.buffer), 1).queued === 2, 'both waiters of the child to queue')
+    kid.kill('SIGKILL')
+    await kid.exited
+    wg.done()
+    assert.strictEqual(await wg.waitAsync({ timeout: 1000 }), true)
+    SharedRegion.unlink(name)
+  })
+})
