@@ -7,11 +7,11 @@
 const assert = require('assert')
 const path = require('path')
 const { test, describe } = require('./harness')
-const { runChild, transcript } = require('./util')
+const { runChild, transcript, regionsUnsupported } = require('./util')
 
 const MAJOR = Number(process.versions.node.split('.')[0])
 const FIXTURE = path.join(__dirname, 'fixtures', 'region-cron.js')
-let supported = process.platform === 'linux' && MAJOR >= 20 // node-cron 4 needs Node 20
+let supported = MAJOR >= 20 && !regionsUnsupported() // node-cron 4 needs Node 20
 try {
   require.resolve('node-cron')
 } catch {

@@ -8,23 +8,15 @@
 // Rounds scale with SHARED_FUTEX_STRESS_SCALE (`npm test` runs them all).
 const assert = require('assert')
 const path = require('path')
-const { spawn } = require('child_process')
 const { test, describe } = require('./harness')
-const { until, stressRounds } = require('./util')
-const { kind } = require('./subject')
+const { until, stressRounds, startChild, regionSkip } = require('./util')
 const binding = require('../lib/native')
 const { SharedRegion, notify } = require('..')
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'region-kill-child.js')
-const unsupported = (() => { try { SharedRegion.open(`probe-${process.pid}`, { create: false }) } catch (e) { return e.code === 'ERR_REGION_UNSUPPORTED' ? e.message : false } return false })()
-const skip = kind !== 'module' ? { skip: 'regions are the module\'s' } : unsupported ? { skip: `regions are not supported here: ${unsupported}` } : {}
+const skip = regionSkip()
 
-function child (name, role) {
-  const proc = spawn(process.execPath, [FIXTURE, name, role || 'survivor'], { stdio: ['ignore', 'inherit', 'inherit'] })
-  const timer = setTimeout(() => proc.kill('SIGKILL'), 120000)
-  proc.exited = new Promise((resolve) => proc.on('exit', (code, signal) => { clearTimeout(timer); resolve({ code, signal }) }))
-  return proc
-}
+const child = (name, role) => startChild(FIXTURE, [name, role || 'survivor'], 120000)
 
 describe('processes killed at random points (SIGKILL) while using a region', skip, () => {
   test('survivors always go on; exclusion holds; nothing is left held or queued', { timeout: 300000 }, async () => {

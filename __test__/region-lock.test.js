@@ -5,10 +5,8 @@
 // (fixtures/region-lock-child.js), each with a hard timeout.
 const assert = require('assert')
 const path = require('path')
-const { spawn } = require('child_process')
 const { test, describe } = require('./harness')
-const { until, stressRounds } = require('./util')
-const { kind } = require('./subject')
+const { until, stressRounds, startChild, regionSkip, freshRegion } = require('./util')
 const { SharedRegion, AsyncLock, Condition, LockOwnershipError, LockTimeoutError, SharedRegionError, ACQUIRED, OWNER_DIED } = require('..')
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'region-lock-child.js')
@@ -18,24 +16,15 @@ const HELD = 3
 const RELEASE = 4
 const TURNS = 5
 
-const unsupported = (() => { try { SharedRegion.open(`probe-${process.pid}`, { create: false }) } catch (e) { return e.code === 'ERR_REGION_UNSUPPORTED' ? e.message : false } return false })()
-const skip = kind !== 'module' ? { skip: 'regions are the module\'s' } : unsupported ? { skip: `regions are not supported here: ${unsupported}` } : {}
+const skip = regionSkip()
 
-let n = 0
 function fresh () {
-  const name = `lk${process.pid}-${++n}`
-  SharedRegion.unlink(name)
-  const region = SharedRegion.open(name, { bytes: 64 })
-  return { name, region, w: new Int32Array(region.buffer), lock: new AsyncLock(region.buffer, 0) }
+  const made = freshRegion('lk', 64)
+  return Object.assign(made, { lock: new AsyncLock(made.region.buffer, 0) })
 }
 
-// A child process with a hard timeout; resolves with its exit.
-function child (args) {
-  const proc = spawn(process.execPath, [FIXTURE, ...args], { stdio: ['ignore', 'inherit', 'inherit'] })
-  const timer = setTimeout(() => proc.kill('SIGKILL'), HARD_TIMEOUT)
-  proc.exited = new Promise((resolve) => proc.on('exit', (code, signal) => { clearTimeout(timer); resolve({ code, signal }) }))
-  return proc
-}
+// A child process with a hard timeout; `exited` resolves with its exit.
+const child = (args) => startChild(FIXTURE, args, HARD_TIMEOUT)
 
 describe('AsyncLock in a shared region', skip, () => {
   test('excludes exactly across 4 processes × (main thread + 2 workers), blocking and async', { timeout: 60000 }, async () => {

@@ -7,31 +7,17 @@
 // SIGKILL, steal, and query() naming every process.
 const assert = require('assert')
 const path = require('path')
-const { spawn } = require('child_process')
 const { test, describe } = require('./harness')
-const { runChild, transcript, until } = require('./util')
-const { kind } = require('./subject')
+const { runChild, startChild, regionSkip, freshRegion, transcript, until } = require('./util')
 const { SharedRegion, waitAsync } = require('..')
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'region-locks-child.js')
 const HARD_TIMEOUT = 30000
-const unsupported = (() => { try { SharedRegion.open(`probe-${process.pid}`, { create: false }) } catch (e) { return e.code === 'ERR_REGION_UNSUPPORTED' ? e.message : false } return false })()
-const skip = kind !== 'module' ? { skip: 'regions are the module\'s' } : unsupported ? { skip: `regions are not supported here: ${unsupported}` } : {}
+const skip = regionSkip()
 
-let n = 0
-function fresh () {
-  const name = `rl${process.pid}-${++n}`
-  SharedRegion.unlink(name)
-  const region = SharedRegion.open(name, { bytes: 64 })
-  return { name, region, w: new Int32Array(region.buffer) }
-}
+const fresh = () => freshRegion('rl', 64)
 
-function child (args) {
-  const proc = spawn(process.execPath, [FIXTURE, ...args], { stdio: ['ignore', 'inherit', 'inherit'] })
-  const timer = setTimeout(() => proc.kill('SIGKILL'), HARD_TIMEOUT)
-  proc.exited = new Promise((resolve) => proc.on('exit', (code, signal) => { clearTimeout(timer); resolve({ code, signal }) }))
-  return proc
-}
+const child = (args) => startChild(FIXTURE, args, HARD_TIMEOUT)
 
 describe('region.locks: Web Locks across processes', skip, () => {
   test("the spec's rules (web-locks.test.js) hold for a region's manager", { timeout: 120000 }, async () => {

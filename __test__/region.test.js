@@ -38,8 +38,7 @@ const path = require('path')
 const { spawn, fork } = require('child_process')
 const { Worker } = require('worker_threads')
 const { test, describe } = require('./harness')
-const { until, removeDir, stressRounds, transcript } = require('./util')
-const { kind } = require('./subject')
+const { until, removeDir, stressRounds, transcript, capture, regionsUnsupported, regionSkip } = require('./util')
 const shared = require('..')
 const binding = require('../lib/native')
 
@@ -50,12 +49,8 @@ const SHM = '/dev/shm'
 const HARD_TIMEOUT = 20000
 const LONG = { timeout: 60000 }
 
-// The probe: open refuses with ERR_REGION_UNSUPPORTED, before it looks for
-// any file, where the platform or the runtime cannot share a region.
-const unsupported = (() => { try { SharedRegion.open(`probe-${process.pid}`, { create: false }) } catch (e) { return e.code === 'ERR_REGION_UNSUPPORTED' ? e.message : false } return false })()
-const skip = kind !== 'module'
-  ? { skip: 'SharedRegion is the module\'s (V8\'s Atomics do not wait across processes)' }
-  : unsupported ? { skip: `shared regions are not supported here: ${unsupported}` } : {}
+const unsupported = regionsUnsupported()
+const skip = regionSkip()
 
 // Node versions that must make a SharedArrayBuffer over a region (24.16+, 26.1+).
 const [MAJOR, MINOR] = process.versions.node.split('.').map(Number)
@@ -103,25 +98,10 @@ function launch (spec, opts) {
   } else {
     child = spawn(process.execPath, [FIXTURE, json], { stdio: ['ignore', 'pipe', 'pipe'], env })
   }
-  let stdout = ''
-  let stderr = ''
-  let timedOut = false
   let done = false
-  child.stdout.on('data', (d) => { stdout += d })
-  child.stderr.on('data', (d) => { stderr += d })
-  const timer = setTimeout(() => {
-    timedOut = true
-    child.kill('SIGKILL')
-  }, o.timeoutMs || HARD_TIMEOUT)
-  const exited = new Promise((resolve) => {
-    child.on('error', (e) => { stderr += String(e && e.stack) })
-    child.on('close', (code, signal) => {
-      clearTimeout(timer)
-      done = true
-      const lines = stdout.split('\n').filter((l) => l.startsWith('RESULT '))
-      const result = lines.length ? JSON.parse(lines[lines.length - 1].slice(7)) : undefined
-      resolve({ code, signal, stdout, stderr, timedOut, result, via })
-    })
+  const exited = capture(child, o.timeoutMs || HARD_TIMEOUT, true).then((r) => {
+    done = true
+    return Object.assign(r, { via })
   })
   return { child, spec, via, exited, done: () => done, kill: (signal) => { if (!done) child.kill(signal || 'SIGKILL') } }
 }

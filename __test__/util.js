@@ -137,18 +137,13 @@ function startWorker (role, data) {
 
 // --- child processes --------------------------------------------------------
 
-// Runs a fixture (or `node <args>`) in a child process with a hard timeout.
-// Resolves with { code, signal, stdout, stderr, timedOut, result }, where
-// result is the JSON of the last `RESULT ` line printed, if any.
-function runChild (args, opts) {
-  const options = opts || {}
-  const timeoutMs = options.timeoutMs || 60000
+// Collects the output of a started child (`child.stdout` and `child.stderr`
+// are pipes) and kills it with SIGKILL after `timeoutMs`. Resolves with
+// { code, signal, stdout, stderr, timedOut, result } once it is gone, where
+// result is the JSON of the last `RESULT ` line printed, if any. An 'error'
+// of the child rejects, or with `errorsToStderr` is added to stderr.
+function capture (child, timeoutMs, errorsToStderr) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, {
-      cwd: options.cwd || path.join(__dirname, '..'),
-      env: Object.assign({}, process.env, options.env || {}),
-      stdio: ['ignore', 'pipe', 'pipe']
-    })
     let stdout = ''
     let stderr = ''
     let timedOut = false
@@ -158,7 +153,14 @@ function runChild (args, opts) {
       timedOut = true
       child.kill('SIGKILL')
     }, timeoutMs)
-    child.on('error', (e) => { clearTimeout(timer); reject(e) })
+    child.on('error', (e) => {
+      if (errorsToStderr) {
+        stderr += String(e && e.stack)
+        return
+      }
+      clearTimeout(timer)
+      reject(e)
+    })
     child.on('close', (code, signal) => {
       clearTimeout(timer)
       const lines = stdout.split('\n').filter((l) => l.startsWith('RESULT '))
@@ -166,6 +168,68 @@ function runChild (args, opts) {
       resolve({ code, signal, stdout, stderr, timedOut, result })
     })
   })
+}
+
+// Runs a fixture (or `node <args>`) in a child process with a hard timeout.
+// Resolves as capture() does.
+function runChild (args, opts) {
+  const options = opts || {}
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, args, {
+      cwd: options.cwd || path.join(__dirname, '..'),
+      env: Object.assign({}, process.env, options.env || {}),
+      stdio: ['ignore', 'pipe', 'pipe']
+    })
+    resolve(capture(child, options.timeoutMs || 60000))
+  })
+}
+
+// Starts `node file ...args` with this process's output, killed with
+// SIGKILL after `timeoutMs` if it is still running then. The child's
+// `exited` resolves with { code, signal } once it has exited.
+function startChild (file, args, timeoutMs) {
+  const proc = spawn(process.execPath, [file, ...args], { stdio: ['ignore', 'inherit', 'inherit'] })
+  const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs)
+  proc.exited = new Promise((resolve) => proc.on('exit', (code, signal) => { clearTimeout(timer); resolve({ code, signal }) }))
+  return proc
+}
+
+// --- shared regions ---------------------------------------------------------
+
+// Why shared regions cannot be used in this run, or false where they can:
+// SharedRegion.open refuses with ERR_REGION_UNSUPPORTED, before it looks for
+// any file, where the platform or the runtime cannot share a region. Asked
+// once, on the first call (it loads the package).
+let regionProbe
+function regionsUnsupported () {
+  if (regionProbe === undefined) {
+    regionProbe = false
+    try {
+      require('..').SharedRegion.open(`probe-${process.pid}`, { create: false })
+    } catch (e) {
+      if (e.code === 'ERR_REGION_UNSUPPORTED') regionProbe = e.message
+    }
+  }
+  return regionProbe
+}
+
+// A new region for one test, `<prefix><pid>-<n>` (unlinked first, then
+// created with `bytes`): { name, region, w }, w an Int32Array over it.
+let regions = 0
+function freshRegion (prefix, bytes) {
+  const { SharedRegion } = require('..')
+  const name = `${prefix}${process.pid}-${++regions}`
+  SharedRegion.unlink(name)
+  const region = SharedRegion.open(name, { bytes })
+  return { name, region, w: new Int32Array(region.buffer) }
+}
+
+// The options of a describe() of region tests: skipped unless the module is
+// under test (V8's Atomics do not wait across processes) and regions work.
+function regionSkip () {
+  if (require('./subject').kind !== 'module') return { skip: 'SharedRegion is the module\'s (V8\'s Atomics do not wait across processes)' }
+  const why = regionsUnsupported()
+  return why ? { skip: `shared regions are not supported here: ${why}` } : {}
 }
 
 // The rounds a random-termination stress test runs where it asks for `n`:
@@ -226,6 +290,11 @@ module.exports = {
   inbox,
   startWorker,
   threadState,
+  capture,
   runChild,
+  startChild,
+  regionsUnsupported,
+  regionSkip,
+  freshRegion,
   transcript
 }
