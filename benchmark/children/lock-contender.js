@@ -33,7 +33,7 @@
 
 const { performance } = require('perf_hooks')
 const { ROOT } = require('../lib/impl')
-const { histogram, record } = require('../lib/histogram')
+const { loopSync, loopAsync } = require('../lib/contend')
 const { ownCpuMs } = require('../lib/child')
 
 const spec = JSON.parse(process.argv[2])
@@ -158,62 +158,33 @@ async function redisMutex (options) {
   }
 }
 
-function now () { return performance.now() }
-
-function runBlocking (l, start, end) {
-  const hist = histogram()
-  let count = 0
-  let total = 0
-  let maxWait = 0
-  const limit = spec.limitMs - (Date.now() - started) + now()
-  for (;;) {
-    const t0 = now()
-    if (t0 >= end) break
-    if (t0 > limit) throw new Error(`still running after ${spec.limitMs} ms`)
-    l.lock()
-    const t1 = now()
-    critical()
-    l.unlock()
-    total++
-    if (t0 >= start) {
-      count++
-      const wait = t1 - t0
-      record(hist, wait * 1e6)
-      if (wait > maxWait) maxWait = wait
-    }
-  }
-  return { count, total, hist, maxWaitMs: maxWait }
+// The loops (lib/contend.js): the wait of each acquisition is from asking to
+// holding, when the critical section starts.
+let t1 = 0
+const heldAt = () => t1
+function held () {
+  t1 = performance.now()
+  critical()
 }
 
-async function runAsync (l, start, end) {
-  const hist = histogram()
-  let count = 0
-  let total = 0
-  let maxWait = 0
-  let t1 = 0
-  const held = () => {
-    t1 = now()
-    critical()
-  }
-  for (;;) {
-    const t0 = now()
-    if (t0 >= end) break
-    if (l.exclusive) {
-      await l.exclusive(held)
-    } else {
+function runBlocking (l, from, to) {
+  const limit = { at: spec.limitMs - (Date.now() - started) + performance.now(), message: `still running after ${spec.limitMs} ms` }
+  return loopSync(() => {
+    l.lock()
+    held()
+    l.unlock()
+  }, heldAt, from, to, limit)
+}
+
+function runAsync (l, from, to) {
+  const acquire = l.exclusive
+    ? () => l.exclusive(held)
+    : async () => {
       await l.acquire()
       held()
       await l.release()
     }
-    total++
-    if (t0 >= start) {
-      count++
-      const wait = t1 - t0
-      record(hist, wait * 1e6)
-      if (wait > maxWait) maxWait = wait
-    }
-  }
-  return { count, total, hist, maxWaitMs: maxWait }
+  return loopAsync(acquire, heldAt, from, to)
 }
 
 async function main () {
@@ -224,10 +195,7 @@ async function main () {
     process.on('message', (m) => { if (m && m.go) resolve(m.go) })
     process.send({ ready: true })
   })
-  const origin = performance.timeOrigin
-  const r = l.lock
-    ? runBlocking(l, go.from - origin, go.to - origin)
-    : await runAsync(l, go.from - origin, go.to - origin)
+  const r = l.lock ? runBlocking(l, go.from, go.to) : await runAsync(l, go.from, go.to)
   if (l.close) await l.close()
   if (region) region.close()
   const result = { ...r, hist: Array.from(r.hist), overlaps, ownerDied, ownCpuMs: ownCpuMs() }
