@@ -7,7 +7,7 @@ const assert = require('assert')
 const path = require('path')
 const { test, describe } = require('./harness')
 const { until, startChild, regionSkip } = require('./util')
-const { SharedRegion, WaitGroup, Barrier, ManualResetEvent, AutoResetEvent } = require('..')
+const { SharedRegion, WaitGroup, Barrier, ManualResetEvent, AutoResetEvent, AsyncLock, Condition, SharedRegionError, LockOwnershipError, OWNER_DIED } = require('..')
 const binding = require('../lib/native')
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'region-primitives-child.js')
@@ -18,6 +18,9 @@ const CONSUMED = 18
 const ERRORS = 19
 const SLEEPING = 20
 const PARTIES = 21
+const ITEMS = 22
+const TAKEN = 23
+const HOLDING = 24
 
 const skip = regionSkip()
 
@@ -139,6 +142,93 @@ describe('ownerless primitives in a shared region', skip, () => {
     await kid.exited
     wg.done()
     assert.strictEqual(await wg.waitAsync({ timeout: 1000 }), true)
+    SharedRegion.unlink(name)
+  })
+})
+
+describe('Condition in a shared region, with an AsyncLock in a region', skip, () => {
+  test('a producer here, takers in 3 processes (blocking and async): every item taken exactly once', { timeout: 60000 }, async () => {
+    const { name, region, w } = fresh()
+    const lock = new AsyncLock(region.buffer, 48)
+    const cond = new Condition(region.buffer, 56)
+    const N = 600
+    const kids = [0, 1, 2].map(() => child(['cond-take', name, String(N)]))
+    for (let i = 0; i < N; i++) {
+      await lock.runExclusive(() => {
+        w[ITEMS]++
+        cond.notifyOne()
+      })
+      if (i % 50 === 0) await new Promise(setImmediate)
+    }
+    await until(() => Atomics.load(w, TAKEN) === N, 'every item to be taken')
+    await lock.runExclusive(() => cond.notifyAll())
+    await allExit(kids)
+    assert.strictEqual(w[TAKEN], N)
+    assert.strictEqual(w[ITEMS], 0)
+    assert.strictEqual(lock.isLocked, false)
+    SharedRegion.unlink(name)
+  })
+
+  test('notifyAll wakes the sleepers of every process; a sleeper killed with SIGKILL is not waited for', { timeout: 60000 }, async () => {
+    const { name, region, w } = fresh()
+    const lock = new AsyncLock(region.buffer, 48)
+    const cond = new Condition(region.buffer, 56)
+    const sleepers = [0, 1].map(() => child(['cond-sleep', name]))
+    await until(() => Atomics.load(w, SLEEPING) === 2, 'both sleepers to wait')
+    // Both released the lock to sleep: it is free, and this thread's wait
+    // sleeps beside them.
+    await lock.lockAsync()
+    const waiting = cond.waitAsync(lock, { timeout: 10000 })
+    await lock.lockAsync().then((release) => {
+      sleepers[0].kill('SIGKILL')
+      assert.strictEqual(cond.notifyAll() >= 1, true, 'at least this thread\'s waiter woke')
+      release()
+    })
+    assert.strictEqual(await waiting, 'ok')
+    lock.unlock()
+    for (const s of sleepers) s.kill('SIGKILL')
+    await Promise.all(sleepers.map((s) => s.exited))
+    SharedRegion.unlink(name)
+  })
+
+  test('a holder killed while a waiter relocks: the waiter returns owner-died', { timeout: 60000 }, async () => {
+    const { name, region, w } = fresh()
+    const lock = new AsyncLock(region.buffer, 48)
+    const cond = new Condition(region.buffer, 56)
+    await lock.lockAsync()
+    const waiting = cond.waitAsync(lock)
+    // The child takes the lock, wakes this waiter (which then waits to
+    // relock) and is killed holding it.
+    const holder = child(['cond-hold', name])
+    await until(() => Atomics.load(w, HOLDING) === 1, 'the child to hold the lock and notify')
+    holder.kill('SIGKILL')
+    await holder.exited
+    assert.strictEqual(await waiting, OWNER_DIED)
+    assert.strictEqual(lock.tryLock(), false, 'held by this thread')
+    lock.unlock()
+    SharedRegion.unlink(name)
+  })
+
+  test('errors: a lock of this process, a lock not held, a timeout', async () => {
+    const { name, region } = fresh()
+    const lock = new AsyncLock(region.buffer, 48)
+    const cond = new Condition(region.buffer, 56)
+    assert.throws(() => cond.wait(new AsyncLock()), (e) => e instanceof SharedRegionError && e.code === 'ERR_REGION_UNSUPPORTED')
+    await assert.rejects(cond.waitAsync(new AsyncLock()), (e) => e instanceof SharedRegionError && e.code === 'ERR_REGION_UNSUPPORTED')
+    assert.throws(() => cond.wait(lock), LockOwnershipError)
+    await assert.rejects(cond.waitAsync(lock), LockOwnershipError)
+    assert.throws(() => cond.wait({}), TypeError)
+    await lock.lockAsync()
+    assert.strictEqual(await cond.waitAsync(lock, { timeout: 30 }), 'timed-out')
+    assert.strictEqual(await cond.waitAsync(lock, { timeout: 0 }), 'timed-out')
+    const ac = new AbortController()
+    const aborted = cond.waitAsync(lock, { signal: ac.signal })
+    ac.abort()
+    await assert.rejects(aborted, { name: 'AbortError' })
+    assert.strictEqual(lock.tryLock(), false, 'held again after the abort')
+    lock.unlock()
+    assert.strictEqual(cond.notifyOne(), 0)
+    assert.strictEqual(cond.notifyAll(), 0)
     SharedRegion.unlink(name)
   })
 })

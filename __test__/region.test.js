@@ -528,19 +528,15 @@ describe('SharedRegion: open, close, unlink, errors', skip, () => {
     })
   })
 
-  // AsyncLock is left out: it is being ported to regions (lib/region-lock.js).
+  // AsyncLock, Condition, Barrier, WaitGroup and the events work there
+  // (region-lock.test.js, region-primitives.test.js).
   test('the primitives not ported yet refuse region memory with ERR_REGION_UNSUPPORTED', async () => {
     const { Mutex, Condition: AtomicsCondition } = require('../atomics-mutex')
     await withRegion('primitives', { bytes: 4096 }, async ({ region }) => {
       const buffer = region.buffer
       const make = {
-        Condition: (o) => new shared.Condition(buffer, o),
         Semaphore: (o) => new shared.Semaphore(buffer, o, 1),
         RwLock: (o) => new shared.RwLock(buffer, o),
-        Barrier: (o) => new shared.Barrier(buffer, o, 2),
-        WaitGroup: (o) => new shared.WaitGroup(buffer, o, 0),
-        ManualResetEvent: (o) => new shared.ManualResetEvent(buffer, o),
-        AutoResetEvent: (o) => new shared.AutoResetEvent(buffer, o),
         Once: (o) => new shared.Once(buffer, o),
         'Atomics.Mutex': (o) => new Mutex(buffer, o),
         'Atomics.Condition': (o) => new AtomicsCondition(buffer, o)

@@ -29,6 +29,17 @@
 // in a loop. wait always returns with the lock held again, also on timeout,
 // abort, or when the relock finds the previous owner dead.
 //
+// Over a shared region's memory (with an AsyncLock of a region: every
+// process of the machine) the queues are the region's, which know no
+// protocol: W means "waiters may sleep" (set by a waiter before it sleeps,
+// cleared by notifyAll), a notify moves the sequence on and then wakes, and
+// a sleeper wakes every SLICE ms to look at the sequence. A process killed
+// between a notify's two steps, or a woken sleeper killed before it
+// returned, therefore delays the others by at most a slice: they find the
+// sequence moved and return (a spurious return for all but one of them,
+// which the predicate loop absorbs). Nothing of a dead process is waited
+// for: the relock of a dead holder's lock returns 'owner-died'.
+//
 // A notify's wake-up is not lost with a thread that stops before its wait
 // is over (docs/lock.md, "A woken sleeper whose thread stops"): the blocking
 // wait sleeps and relocks in one native call, which passes a wake-up it
@@ -38,17 +49,22 @@
 // passes on what is recorded.
 const binding = require('./native')
 const { Atomics, checkCanBlock } = require('./host')
-const { conditionAsync, conditionRelocked, cancelAsync } = require('./futex').internal
+const futex = require('./futex')
+const { conditionAsync, conditionRelocked, cancelAsync, enqueueAsync, inRegion } = futex.internal
 const { internal: lockInternal } = require('./lock')
-const { ACQUIRED, OWNER_DIED, LockOwnershipError, DeadlockError, abortError } = require('./errors')
-const { sharedView, timeoutOf, asyncOptions } = require('./options')
+const regionLock = require('./region-lock')
+const acquiring = require('./acquire')
+const { ACQUIRED, OWNER_DIED, LockOwnershipError, DeadlockError, SharedRegionError, abortError } = require('./errors')
+const { sharedView, timeoutOf, asyncOptions, now } = require('./options')
+const { SLICE } = require('./driver')
 
-const { viewOf, heldByThisThread, acquireBlocking, acquireAsync, release, WORD, ME } = lockInternal
+const { viewOf, regionOf, heldByThisThread, acquireBlocking, acquireAsync, release, WORD, ME } = lockInternal
 
 const SEQ = 0
 const W = 1
 const VIEW = Symbol('Condition view')
 const GUESS = Symbol('Condition guess')
+const REGION = Symbol('Condition over region memory')
 const FOREVER = Object.freeze({ timeout: Infinity, signal: undefined })
 // conditionWaitRelock's answer (src/condition.rs): relock · 2 + timed out.
 const SLEPT_TIMED_OUT = 1
@@ -136,14 +152,123 @@ function relock (ta, lta, r, signal, error) {
   })
 }
 
+// --- over a region's memory (see the top of the file) ----------------------
+
+// The region lock `lock` held by this thread, for a condition over region
+// memory; a clear error for a lock that cannot go with it.
+function regionLockOf (cond, lock, what) {
+  const r = regionOf(lock, what)
+  if (r === null) {
+    throw new SharedRegionError('ERR_REGION_UNSUPPORTED', `${what}: a Condition in a shared region needs an AsyncLock in a shared region (it is used by several processes)`)
+  }
+  if (!regionLock.heldBy(r.ta, r.me)) throw new LockOwnershipError(`${what}: the lock must be held by this thread`)
+  return r
+}
+
+// SEQ with W set: the value a sleeper sleeps on.
+function regionMark (ta) {
+  for (;;) {
+    const v = Atomics.load(ta, SEQ)
+    if ((v & W) !== 0 || Atomics.compareExchange(ta, SEQ, v, v | W) === v) return v | W
+  }
+}
+
+// One sleep's outcome: 'ok' (the sequence moved on: notified, perhaps
+// for another sleeper), 'again' (a slice ran out, or W was cleared: sleep
+// on), 'timed-out'.
+function regionLook (ta, seen, r, deadline) {
+  if (!unchanged(ta, seen)) return 'ok'
+  if (r === 'ok') return 'ok'
+  return deadline - now() <= 0 ? 'timed-out' : 'again'
+}
+
+function regionWait (ta, lock, timeout) {
+  const seen = regionMark(ta)
+  regionLock.unlock(lock.ta, lock.me, 'Condition.wait')
+  const deadline = now() + timeout
+  let outcome = timeout === 0 ? (unchanged(ta, seen) ? 'timed-out' : 'ok') : 'again'
+  while (outcome === 'again') {
+    const remaining = deadline - now()
+    const v = regionMark(ta)
+    if (!unchanged(ta, seen)) break
+    outcome = regionLook(ta, seen, futex.wait(ta, SEQ, v, remaining > SLICE ? SLICE : remaining), deadline)
+  }
+  if (outcome === 'again') outcome = 'ok'
+  const status = regionLock.lock(lock.ta, lock.me, Infinity, 'Condition.wait')
+  return status === OWNER_DIED ? OWNER_DIED : outcome
+}
+
+// The async sleep: resolves 'ok', 'timed-out' or 'aborted'.
+function regionSleep (ta, seen, timeout, signal) {
+  const deadline = now() + timeout
+  return new Promise((resolve) => {
+    let token = null
+    const onAbort = () => {
+      if (token !== null && cancelAsync(ta, SEQ, token)) token = null // it settles 'cancelled'
+    }
+    const finish = (outcome) => {
+      if (signal !== undefined) signal.removeEventListener('abort', onAbort)
+      resolve(outcome)
+    }
+    const step = (r) => {
+      token = null
+      if (signal !== undefined && signal.aborted) return finish('aborted')
+      const outcome = r === undefined ? (unchanged(ta, seen) ? 'again' : 'ok') : regionLook(ta, seen, r, deadline)
+      if (outcome !== 'again') return finish(outcome)
+      for (;;) {
+        const remaining = deadline - now()
+        if (remaining <= 0) return finish('timed-out')
+        const v = regionMark(ta)
+        if (!unchanged(ta, seen)) return finish('ok')
+        const q = enqueueAsync(ta, SEQ, v, remaining > SLICE ? SLICE : remaining, true)
+        if (q === 'not-equal') continue
+        token = q.token
+        q.promise.then(step)
+        return
+      }
+    }
+    if (signal !== undefined) signal.addEventListener('abort', onAbort)
+    if (timeout === 0) finish(unchanged(ta, seen) ? 'timed-out' : 'ok')
+    else step(undefined)
+  })
+}
+
+function regionWaitAsync (ta, lock, opts) {
+  const signal = opts.signal
+  const seen = regionMark(ta)
+  try {
+    regionLock.unlock(lock.ta, lock.me, 'Condition.waitAsync')
+  } catch (e) {
+    return Promise.reject(e)
+  }
+  return regionSleep(ta, seen, opts.timeout, signal).then((r) =>
+    acquiring.acquire(lock.p, lock.ta, FOREVER, 'Condition.waitAsync').then((status) => {
+      if (status === OWNER_DIED) return OWNER_DIED
+      if (r === 'aborted') throw abortError(signal)
+      return r
+    }))
+}
+
+// notifyOne / notifyAll: the sequence on (notifyAll clears W: its sleepers
+// all leave), then the wake-up; how many woke.
+function regionNotify (ta, count) {
+  for (;;) {
+    const v = Atomics.load(ta, SEQ)
+    const next = count === Infinity ? ((v + 2) | 0) & ~W : (v + 2) | 0
+    if (Atomics.compareExchange(ta, SEQ, v, next) !== v) continue
+    return (v & W) === 0 ? 0 : futex.notify(ta, SEQ, count)
+  }
+}
+
 class Condition {
   /**
    * @param {SharedArrayBuffer} [buffer] a fresh one if omitted
    * @param {number} [byteOffset=0] a multiple of 4; takes Condition.BYTES bytes
    */
   constructor (buffer, byteOffset) {
-    this[VIEW] = sharedView('Condition', buffer, byteOffset, Condition.BYTES)
+    this[VIEW] = sharedView('Condition', buffer, byteOffset, Condition.BYTES, true)
     this[GUESS] = 0
+    this[REGION] = buffer !== undefined && inRegion(this[VIEW])
   }
 
   get buffer () { return this[VIEW].buffer }
@@ -155,6 +280,12 @@ class Condition {
    * relock took the lock over from a dead thread.
    */
   wait (lock, timeout) {
+    if (this[REGION]) {
+      const region = regionLockOf(this, lock, 'Condition.wait')
+      const t = timeoutOf('Condition.wait', timeout)
+      checkCanBlock('Condition.wait')
+      return regionWait(this[VIEW], region, t)
+    }
     const lta = viewOf(lock, 'Condition.wait')
     const t = timeoutOf('Condition.wait', timeout)
     checkHeld(lta, 'Condition.wait')
@@ -190,6 +321,17 @@ class Condition {
    */
   waitAsync (lock, options) {
     let lta, opts
+    if (this[REGION]) {
+      let region
+      try {
+        region = regionLockOf(this, lock, 'Condition.waitAsync')
+        opts = asyncOptions('Condition.waitAsync', options)
+      } catch (e) {
+        return Promise.reject(e)
+      }
+      if (opts.signal !== undefined && opts.signal.aborted) return Promise.reject(abortError(opts.signal))
+      return regionWaitAsync(this[VIEW], region, opts)
+    }
     try {
       lta = viewOf(lock, 'Condition.waitAsync')
       opts = asyncOptions('Condition.waitAsync', options)
@@ -219,12 +361,12 @@ class Condition {
 
   /** Wakes one waiter; returns how many woke (0 or 1). */
   notifyOne () {
-    return signal(this, 1)
+    return this[REGION] ? regionNotify(this[VIEW], 1) : signal(this, 1)
   }
 
   /** Wakes every waiter; returns how many woke. */
   notifyAll () {
-    return signal(this, Infinity)
+    return this[REGION] ? regionNotify(this[VIEW], Infinity) : signal(this, Infinity)
   }
 }
 
@@ -234,5 +376,5 @@ module.exports = {
   Condition,
   // Internal, for the Atomics.Condition shape: a notify of up to `count`
   // waiters in one step.
-  internal: { notify: signal }
+  internal: { notify: (cond, count) => cond[REGION] ? regionNotify(cond[VIEW], count) : signal(cond, count) }
 }

@@ -245,9 +245,15 @@ function viewOf (lock, what) {
 function heldByThisThread (ta) {
   return ownerOf(Atomics.load(ta, WORD)) === ME
 }
+// For Condition over a region: a region lock's view, this thread's owner id
+// there and its protocol; null for a lock of this process.
+function regionOf (lock, what) {
+  if (!(lock instanceof AsyncLock)) throw new TypeError(`${what}: expected an AsyncLock, got ${show(lock)}`)
+  return lock[REGION_ME] === 0 ? null : { ta: lock[VIEW], me: lock[REGION_ME], p: lock[REGION_PROTOCOL] }
+}
 
 module.exports = {
   AsyncLock,
   // Internal, for Condition.
-  internal: { viewOf, heldByThisThread, acquireBlocking, acquireAsync, release, WORD, ME, PROTOCOL }
+  internal: { viewOf, regionOf, heldByThisThread, acquireBlocking, acquireAsync, release, WORD, ME, PROTOCOL }
 }

@@ -173,5 +173,6 @@ module.exports = {
   unlock,
   protocolFor,
   ownerIn,
-  isLocked: (ta) => ownerOf(Atomics.load(ta, WORD)) !== 0
+  isLocked: (ta) => ownerOf(Atomics.load(ta, WORD)) !== 0,
+  heldBy: (ta, me) => ownerOf(Atomics.load(ta, WORD)) === me
 }
