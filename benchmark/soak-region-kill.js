@@ -118,7 +118,11 @@ class Cycle {
     const { signal } = await victim.exited
     if (signal !== 'SIGKILL') throw new Error(`the victim ended before it was killed: ${JSON.stringify(await victim.exited)}`)
     const after = Atomics.load(w, TURNS)
-    await until(() => Atomics.load(w, TURNS) > after + 10, 'the survivors to go on after the kill', 30000)
+    try {
+      await until(() => Atomics.load(w, TURNS) > after + 10, 'the survivors to go on after the kill', 30000)
+    } catch (e) {
+      throw new Error(`${e.message} (${await this.state()})`)
+    }
     if (Atomics.load(w, VIOLATIONS) !== 0) throw new Error(`exclusion was broken (${Atomics.load(w, VIOLATIONS)} violations)`)
     // The survivors between two turns: the dead victim must have left nothing.
     Atomics.store(w, PAUSE, 1)
@@ -137,6 +141,14 @@ class Cycle {
       notify(w, PAUSE)
     }
     await until(() => Atomics.load(w, PARKED) === 0, 'the survivors to go on after the pause', 30000)
+  }
+
+  // What the region shows, for a failure's message.
+  async state () {
+    const w = this.w
+    const q = await Promise.race([this.region.locks.query(), sleep(5000).then(() => 'no answer in 5 s')])
+    return `turns ${Atomics.load(w, TURNS)}, lock word ${Atomics.load(w, LOCK)}, inside: pids ${Atomics.load(w, 2)}, ${Atomics.load(w, 3)}, ` +
+      `ping word ${Atomics.load(w, PING)}, query(): ${JSON.stringify(q)}`
   }
 
   // Stops the survivors (they must end by themselves, with code 0), unlinks
