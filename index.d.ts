@@ -875,6 +875,22 @@ export interface ChannelHandle {
   readonly buffer: SharedArrayBuffer
 }
 
+/**
+ * A channel in a shared region's memory (docs/channel.md, "Across
+ * processes"): every process makes the same call; the first initialises the
+ * ring there, the others attach (ERR_REGION_MISMATCH if `bytes` or `codec`
+ * differ). Without `bytes` and `codec` it only attaches. It takes 704 +
+ * `bytes` bytes from `byteOffset` (a multiple of 8). A region channel's
+ * `handle` is this shape, with `byteOffset`.
+ */
+export interface ChannelInRegion<C extends ChannelCodec = ChannelCodec> {
+  /** `region.buffer` (an ArrayBuffer before Node 24.16, a SharedArrayBuffer after). */
+  readonly buffer: SharedArrayBuffer | ArrayBuffer
+  readonly byteOffset?: number
+  bytes?: number
+  codec?: C
+}
+
 /** Options of a new Channel. */
 export interface ChannelOptions<C extends ChannelCodec = ChannelCodec> {
   /** Bytes of the ring, 8 … 2^29 (rounded up to a multiple of 4; default 65536). A message takes its length + 4, padded to a multiple of 4. */
@@ -920,7 +936,7 @@ export class Channel<T = unknown, C extends ChannelCodec = 'v8'> {
    * made by structured clone (workerData, postMessage). A buffer, a view or
    * an unknown option is a TypeError.
    */
-  constructor (handle: ChannelHandle | Channel<T, C> | { readonly handle: ChannelHandle })
+  constructor (handle: ChannelHandle | ChannelInRegion<C> | Channel<T, C> | { readonly handle: ChannelHandle })
 
   readonly handle: ChannelHandle
   /** Bytes of the ring. */
