@@ -6,8 +6,8 @@
 const assert = require('assert')
 const path = require('path')
 const { test, describe } = require('./harness')
-const { until, startChild, regionSkip } = require('./util')
-const { SharedRegion, WaitGroup, Barrier, ManualResetEvent, AutoResetEvent, AsyncLock, Condition, SharedRegionError, LockOwnershipError, OWNER_DIED } = require('..')
+const { until, startChild, regionSkip, stressRounds } = require('./util')
+const { SharedRegion, WaitGroup, Barrier, ManualResetEvent, AutoResetEvent, AsyncLock, Condition, Semaphore, SharedRegionError, LockOwnershipError, LockTimeoutError, OWNER_DIED } = require('..')
 const binding = require('../lib/native')
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'region-primitives-child.js')
@@ -21,6 +21,9 @@ const PARTIES = 21
 const ITEMS = 22
 const TAKEN = 23
 const HOLDING = 24
+const TURNS = 25
+const PERMITS = 26
+const WANTED = 27
 
 const skip = regionSkip()
 
@@ -229,6 +232,106 @@ describe('Condition in a shared region, with an AsyncLock in a region', skip, ()
     lock.unlock()
     assert.strictEqual(cond.notifyOne(), 0)
     assert.strictEqual(cond.notifyAll(), 0)
+    SharedRegion.unlink(name)
+  })
+})
+
+describe('Semaphore in a shared region', skip, () => {
+  function semaphore (permits, wanted) {
+    const r = fresh()
+    r.sem = new Semaphore(r.region.buffer, 64, permits)
+    Atomics.store(r.w, PERMITS, permits)
+    Atomics.store(r.w, WANTED, wanted)
+    return r
+  }
+
+  test('4 processes × (main thread + worker), 1 and 2 permits at a time: never more holders than permits', { timeout: 60000 }, async () => {
+    for (const wanted of [1, 2]) {
+      const { name, w, sem } = semaphore(3, wanted)
+      const kids = [0, 1, 2, 3].map(() => child(['sem-loop', name, '300']))
+      await allExit(kids)
+      assert.strictEqual(Atomics.load(w, ERRORS), 0)
+      assert.strictEqual(Atomics.load(w, TURNS), 4 * 2 * 300)
+      assert.strictEqual(sem.value, 3, 'every permit back')
+      SharedRegion.unlink(name)
+    }
+  })
+
+  test('holders killed with SIGKILL: their permits come back to the next acquirer, once', { timeout: 60000 }, async () => {
+    const { name, w, sem } = semaphore(5, 1)
+    const holders = [2, 2].map((k) => child(['sem-hold', name, String(k)]))
+    await until(() => Atomics.load(w, HOLDING) === 2, 'both holders to acquire')
+    assert.strictEqual(sem.value, 1)
+    assert.strictEqual(sem.tryAcquire(2), false)
+    const pending = sem.acquireAsync({ permits: 5, timeout: 10000 })
+    for (const h of holders) h.kill('SIGKILL')
+    const release = await pending
+    assert.strictEqual(sem.value, 0)
+    release()
+    assert.strictEqual(sem.value, 5, 'given back once, not twice')
+    assert.strictEqual(sem.tryAcquire(5), true)
+    sem.release(5)
+    assert.strictEqual(sem.value, 5)
+    SharedRegion.unlink(name)
+  })
+
+  test('a release by another process pays the holder\'s permits: its death then gives nothing back', { timeout: 60000 }, async () => {
+    const { name, w, sem } = semaphore(3, 1)
+    const holder = child(['sem-hold', name, '2'])
+    await until(() => Atomics.load(w, HOLDING) === 1, 'the holder to acquire')
+    sem.release(2) // on the holder's behalf
+    assert.strictEqual(sem.value, 3)
+    holder.kill('SIGKILL')
+    await holder.exited
+    assert.strictEqual(sem.tryAcquire(3), true)
+    assert.strictEqual(sem.tryAcquire(1), false, 'no permit counted twice')
+    sem.release(3)
+    assert.strictEqual(sem.value, 3)
+    SharedRegion.unlink(name)
+  })
+
+  test('processes killed at random points of acquire / release loops: no permit lost or doubled', { timeout: 120000 }, async () => {
+    const { name, w, sem } = semaphore(2, 1)
+    const rounds = stressRounds(25)
+    const survivors = [0, 1].map(() => child(['sem-loop', name, '-1']))
+    for (let r = 0; r < rounds; r++) {
+      const victim = child(['sem-loop', name, '-1'])
+      const start = Atomics.load(w, TURNS)
+      await until(() => Atomics.load(w, TURNS) > start + 5 + Math.floor(Math.random() * 40), 'the victim to run')
+      victim.kill('SIGKILL')
+      await victim.exited
+    }
+    const before = Atomics.load(w, TURNS)
+    await until(() => Atomics.load(w, TURNS) > before + 100, 'the survivors to go on')
+    for (const s of survivors) s.kill('SIGKILL')
+    await Promise.all(survivors.map((s) => s.exited))
+    assert.strictEqual(Atomics.load(w, ERRORS), 0, 'never more holders than permits')
+    // Everyone is dead now: the next acquirer gets every permit back.
+    assert.strictEqual(await sem.acquireAsync({ permits: 2, timeout: 5000 }).then((release) => { release(); return true }), true)
+    assert.strictEqual(sem.value, 2)
+    assert.strictEqual(sem.tryAcquire(3), false)
+    SharedRegion.unlink(name)
+  })
+
+  test('timeouts, signals, errors; the value here and in the other processes', { timeout: 60000 }, async () => {
+    const { name, sem, region } = semaphore(1, 1)
+    const again = new Semaphore(region.buffer, 64)
+    assert.strictEqual(again.value, 1)
+    await sem.acquireAsync()
+    assert.strictEqual(again.value, 0)
+    assert.throws(() => sem.acquire(20), LockTimeoutError)
+    assert.throws(() => sem.acquire({ permits: 1, timeout: 0 }), LockTimeoutError)
+    await assert.rejects(sem.acquireAsync({ timeout: 20 }), LockTimeoutError)
+    const ac = new AbortController()
+    const aborted = sem.acquireAsync({ signal: ac.signal })
+    ac.abort()
+    await assert.rejects(aborted, { name: 'AbortError' })
+    sem.release()
+    assert.throws(() => sem.release(0x7fffffff), RangeError)
+    assert.strictEqual(sem.value, 1, 'unchanged by the refused release')
+    assert.throws(() => sem.acquire({ permits: 0 }), RangeError)
+    assert.strictEqual(await sem.runExclusive(() => sem.value), 0)
+    assert.strictEqual(sem.value, 1)
     SharedRegion.unlink(name)
   })
 })

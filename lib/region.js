@@ -33,6 +33,7 @@ const { regionBuffers, regionError } = require('./futex').internal
 const { show } = require('./options')
 const { SharedRegionError } = require('./errors')
 const { SharedLockManager, MANAGER, BYTES: LOCKS_BYTES } = require('./region-locks')
+const { holdsFileOf } = require('./region-holds')
 const { version } = require('../package.json')
 
 const BUILD = `shared-futex ${version}`
@@ -142,6 +143,7 @@ class SharedRegion {
     const file = fileOf(what, name, options.directory)
     try {
       binding.regionUnlink(locksFileOf(file))
+      binding.regionUnlink(holdsFileOf(file))
       return binding.regionUnlink(file)
     } catch (error) {
       rethrow(error)

@@ -39,18 +39,23 @@
 // behind it.
 //
 // Permits have no owner: a thread that dies holding some does not give them
-// back (unlike AsyncLock, which recovers a dead owner's lock).
+// back (unlike AsyncLock, which recovers a dead owner's lock). Over a shared
+// region's memory (every process of the machine) lib/region-semaphore.js
+// keeps the count instead, and there the permits of a thread that ends or a
+// process that dies are given back.
 const binding = require('./native')
 const { Atomics, checkCanBlock } = require('./host')
 const held = require('./held')
 const acquiring = require('./acquire')
-const { semaphoreAsync } = require('./futex').internal
+const { semaphoreAsync, inRegion } = require('./futex').internal
+const regionSemaphore = require('./region-semaphore')
 const { ACQUIRED, LockTimeoutError, DeadlockError } = require('./errors')
 const { show, sharedView, timeoutOf, asyncOptions } = require('./options')
 
 const WORD = 0
 const MAX = 0x7fffffff // the permits of a word: w & MAX; Q: w < 0
 const MAX_ACQUIRE = 0x3fffffff // the most permits one acquisition asks for
+const REGION = Symbol('Semaphore over region memory')
 const VIEW = Symbol('Semaphore view')
 
 // Code of the addon's semaphoreWait (src/semaphore.rs).
@@ -145,10 +150,10 @@ const ONE = protocolOf(1)
 const protocol = (n) => n === 1 ? ONE : protocolOf(n)
 
 // { permits, timeout, signal } of the async methods: the protocol and the options.
-function asyncRequest (what, options) {
+function asyncRequest (what, options, region) {
   const opts = asyncOptions(what, options)
   const n = options === undefined || options === null ? 1 : acquisitionOf(what, options.permits)
-  return { p: protocol(n), opts }
+  return { p: region ? regionSemaphore.protocol(n) : protocol(n), opts }
 }
 
 class Semaphore {
@@ -167,7 +172,8 @@ class Semaphore {
     }
     if (buffer === undefined) throw new TypeError('Semaphore: expected a number of permits or a SharedArrayBuffer')
     const n = permits === undefined ? undefined : permitsOf('Semaphore', permits)
-    this[VIEW] = sharedView('Semaphore', buffer, byteOffset, Semaphore.BYTES)
+    this[VIEW] = sharedView('Semaphore', buffer, byteOffset, Semaphore.BYTES, true)
+    this[REGION] = inRegion(this[VIEW])
     if (n !== undefined) Atomics.store(this[VIEW], WORD, n)
   }
 
@@ -196,6 +202,7 @@ class Semaphore {
     }
     checkCanBlock('Semaphore.acquire')
     const ta = this[VIEW]
+    if (this[REGION]) return regionSemaphore.acquire(ta, n, timeout, 'Semaphore.acquire')
     if (tryTake(ta, n) || spinTake(ta, n)) return
     const r = timeout === 0 ? TIMED_OUT : binding.semaphoreWait(ta, WORD, n, timeout)
     if (r === TIMED_OUT) throw new LockTimeoutError(`Semaphore.acquire: ${protocol(n).missing} within ${timeout} ms`)
@@ -207,7 +214,7 @@ class Semaphore {
   /** Takes `permits` (default 1) at once if they are free now. */
   tryAcquire (permits) {
     const n = acquisitionOf('Semaphore.tryAcquire', permits)
-    return tryTake(this[VIEW], n)
+    return this[REGION] ? regionSemaphore.take(this[VIEW], n) : tryTake(this[VIEW], n)
   }
 
   /** Gives back `permits` (default 1): to the oldest acquirers queued first. */
@@ -215,7 +222,8 @@ class Semaphore {
     const n = permits === undefined ? 1 : permitsOf('Semaphore.release', permits)
     const ta = this[VIEW]
     if (ta === undefined) throw new TypeError('Semaphore.release: called on an object that is not a Semaphore')
-    if (n > 0) give(ta, n)
+    if (n > 0 && this[REGION]) regionSemaphore.give(ta, n, 'Semaphore.release')
+    else if (n > 0) give(ta, n)
   }
 
   /**
@@ -225,7 +233,7 @@ class Semaphore {
   acquireAsync (options) {
     let request
     try {
-      request = asyncRequest('Semaphore.acquireAsync', options)
+      request = asyncRequest('Semaphore.acquireAsync', options, this[REGION])
     } catch (e) {
       return Promise.reject(e)
     }
@@ -237,11 +245,13 @@ class Semaphore {
 
   /** Runs fn() holding `options.permits` (default 1); resolves with its result, always releasing. */
   runExclusive (fn, options) {
-    let p = ONE
+    const region = this[REGION]
+    let p = region ? regionSemaphore.protocol(1) : ONE
     // The callback and the options' shape are checked by exclusive(), first.
     if (typeof fn === 'function' && options !== null && typeof options === 'object') {
       try {
-        p = protocol(acquisitionOf('Semaphore.runExclusive', options.permits))
+        const n = acquisitionOf('Semaphore.runExclusive', options.permits)
+        p = region ? regionSemaphore.protocol(n) : protocol(n)
       } catch (e) {
         return Promise.reject(e)
       }

@@ -53,6 +53,8 @@ pub(crate) struct Region {
     control: usize,
     /// Identity of the file, so that a second open in this process maps nothing new.
     id: (u64, u64),
+    /// The file's path, as opened.
+    path: String,
     /// Buffers over the mapping not yet finalized.
     users: AtomicUsize,
     closing: AtomicBool,
@@ -570,6 +572,7 @@ mod os {
             len: size,
             control: layout.bytes(),
             id,
+            path: path.to_owned(),
             users: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
             pending: Mutex::new(PendingSet::default()),
@@ -856,6 +859,16 @@ pub fn region_owner_alive(env: Env, ta: Unknown, owner: u32) -> Result<bool> {
     // SAFETY: handles of this call; only the address is used.
     let base = unsafe { crate::cell::Cell::base(env.raw(), ta.raw())? };
     Ok(find(base).is_some_and(|(region, _)| region.queues.owner_alive(owner)))
+}
+
+/// `regionPath(ta)`: the path of the region file of `ta`'s memory, as it
+/// was opened (for the files kept beside it); `null` if `ta` is not region
+/// memory.
+#[napi(js_name = "regionPath")]
+pub fn region_path(env: Env, ta: Unknown) -> Result<Option<String>> {
+    // SAFETY: handles of this call; only the address is used.
+    let base = unsafe { crate::cell::Cell::base(env.raw(), ta.raw())? };
+    Ok(find(base).map(|(region, _)| region.path.clone()))
 }
 
 /// `regionUnlink(path)`: removes the region's name; mappings stay valid.

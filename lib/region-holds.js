@@ -1,0 +1,267 @@
+'use strict'
+// What each thread of each process holds of the Semaphores and RwLocks in a
+// shared region's memory, so that what a thread that ends or a process that
+// dies held is given back (docs/region.md, "Primitives").
+//
+// The state of such an object (its words in the user's region) and the
+// table of holds change together, in transactions under one mutex per
+// region. The table lives in a region of its own beside the user's (the
+// file `shared-futex-holds.<name>`), so that it takes none of the user's
+// bytes:
+//
+//   words 0-1   the mutex: an AsyncLock in the table's region (lib/region-lock.js)
+//   word 2      LOGGED: the undo records of the transaction in progress
+//   word 3      IDENTITY: the user's region file's inode (low 31 bits): a
+//               table left by an earlier region of the same name is emptied
+//   from 4      LOG_MAX undo records of 3 words: where (0 the user's region,
+//               1 the table), index, the value before
+//   then        ENTRIES holds of 4 words:
+//                 OWNER   the holder's owner id in the user's region (0: free)
+//                 OBJECT  the object: the byte offset of its first word + 1
+//                 KIND    what is held (a number a primitive registered)
+//                 COUNT   how much
+//
+// A transaction logs every word it is about to change (the record first,
+// then LOGGED, then the word), and empties the log (LOGGED = 0) when it is
+// done. A thread killed in the middle leaves the mutex to the next locker
+// with 'owner-died': it restores the logged words, newest first, so the
+// transaction never happened. A transaction that throws is undone the same
+// way. Nothing else writes these words, so the values logged are exact.
+//
+// Entries name threads by their owner ids in the user's region (a thread
+// slot and its generation: binding.regionOwnerAlive says whether it lives,
+// whichever way it ended). A waiter that finds an object busy first sweeps
+// it: each entry of a dead owner is given back to its object by the
+// primitive that registered the entry's kind, in the same transaction.
+const fs = require('fs')
+const path = require('path')
+const binding = require('./native')
+const futex = require('./futex')
+const regionLock = require('./region-lock')
+const { regionBuffers, regionError } = futex.internal
+const { OWNER_DIED, SharedRegionError } = require('./errors')
+const { version } = require('../package.json')
+
+const BUILD = `shared-futex ${version}`
+const LOGGED = 2
+const IDENTITY = 3
+const LOG_AT = 4
+const LOG_MAX = 256
+const ENTRIES_AT = LOG_AT + LOG_MAX * 3
+const ENTRIES = 1024
+const ENTRY_WORDS = 4
+const BYTES = (ENTRIES_AT + ENTRIES * ENTRY_WORDS) * 4
+const OWNER = 0
+const OBJECT = 1
+const KIND = 2
+const COUNT = 3
+
+// kind → giveBack(tx, user, word, count): gives `count` of what a dead
+// thread held back to the object whose first word is user[word], in the
+// transaction; returns the index (in `user`) of a word to wake, or -1.
+const kinds = new Map()
+
+// The table of each region buffer, per thread.
+const tables = new WeakMap()
+
+// The file of a region's holds table, beside it.
+const holdsFileOf = (file) => path.join(path.dirname(file), path.basename(file).replace(/^shared-futex\./, 'shared-futex-holds.'))
+
+class Holds {
+  constructor (user, words, identity) {
+    this.user = user
+    this.w = words
+    this.me = binding.regionOwner(user)
+    this.tableMe = binding.regionOwner(words)
+    this.wakes = []
+    if (Atomics.load(words, IDENTITY) !== identity) {
+      // A new table, or one left by an earlier region of this name: its log
+      // and its entries are of another region's memory.
+      const status = regionLock.lock(words, this.tableMe, Infinity, 'SharedRegion')
+      try {
+        if (Atomics.load(words, IDENTITY) !== identity) {
+          for (let i = LOGGED; i < ENTRIES_AT + ENTRIES * ENTRY_WORDS; i++) Atomics.store(words, i, 0)
+          Atomics.store(words, IDENTITY, identity)
+        } else if (status === OWNER_DIED) {
+          this.undo()
+        }
+      } finally {
+        regionLock.unlock(words, this.tableMe, 'SharedRegion')
+      }
+    }
+  }
+
+  // Runs fn(this) as a transaction (see the top of the file). Blocks for as
+  // long as another thread holds the mutex (a few microseconds; a holder
+  // killed meanwhile: one slice).
+  run (fn) {
+    const w = this.w
+    if (regionLock.lock(w, this.tableMe, Infinity, 'SharedRegion') === OWNER_DIED) this.undo()
+    let result
+    try {
+      result = fn(this)
+      Atomics.store(w, LOGGED, 0)
+    } catch (e) {
+      this.undo()
+      throw e
+    } finally {
+      regionLock.unlock(w, this.tableMe, 'SharedRegion')
+      const wakes = this.wakes
+      if (wakes.length !== 0) {
+        this.wakes = []
+        for (const i of wakes) futex.notify(this.user, i)
+      }
+    }
+    return result
+  }
+
+  undo () {
+    const w = this.w
+    for (let n = Atomics.load(w, LOGGED); n > 0; n--) {
+      const r = LOG_AT + (n - 1) * 3
+      const target = Atomics.load(w, r) === 0 ? this.user : w
+      Atomics.store(target, Atomics.load(w, r + 1), Atomics.load(w, r + 2))
+    }
+    Atomics.store(w, LOGGED, 0)
+    this.wakes = []
+  }
+
+  // Changes a word, logged: `where` is 0 for user[i], 1 for the table's w[i].
+  set (where, i, value) {
+    const w = this.w
+    const target = where === 0 ? this.user : w
+    const n = Atomics.load(w, LOGGED)
+    if (n === LOG_MAX) throw new SharedRegionError('ERR_REGION_FULL', 'a change of the holds table needed more than its log holds')
+    const r = LOG_AT + n * 3
+    Atomics.store(w, r, where)
+    Atomics.store(w, r + 1, i)
+    Atomics.store(w, r + 2, Atomics.load(target, i))
+    Atomics.store(w, LOGGED, n + 1)
+    Atomics.store(target, i, value)
+  }
+
+  // user[i] = value, logged.
+  put (i, value) { this.set(0, i, value) }
+
+  // A wake-up of every waiter of user[i], made once the mutex is let go.
+  wake (i) { this.wakes.push(i) }
+
+  // The entry of `owner` for the object at user[word], or -1.
+  find (owner, word) {
+    const w = this.w
+    const object = word * 4 + 1
+    for (let e = ENTRIES_AT; e < ENTRIES_AT + ENTRIES * ENTRY_WORDS; e += ENTRY_WORDS) {
+      if (Atomics.load(w, e + OBJECT) === object && Atomics.load(w, e + OWNER) === owner) return e
+    }
+    return -1
+  }
+
+  // How much this thread holds of the object at user[word].
+  held (word) {
+    const e = this.find(this.me, word)
+    return e === -1 ? 0 : Atomics.load(this.w, e + COUNT)
+  }
+
+  // Adds `n` (may be negative) to this thread's hold of the object.
+  add (word, kind, n) {
+    const w = this.w
+    let e = this.find(this.me, word)
+    if (e === -1) {
+      if (n <= 0) return
+      e = this.free(kind)
+      this.set(1, e + OBJECT, word * 4 + 1)
+      this.set(1, e + KIND, kind)
+      this.set(1, e + COUNT, n)
+      this.set(1, e + OWNER, this.me)
+      return
+    }
+    const count = Atomics.load(w, e + COUNT) + n
+    this.set(1, e + COUNT, count)
+    if (count <= 0) this.set(1, e + OWNER, 0)
+  }
+
+  // Takes up to `n` of the object off the holds of others (a release made
+  // by a thread that did not acquire); returns how much it found.
+  payOthers (word, n) {
+    const w = this.w
+    const object = word * 4 + 1
+    let paid = 0
+    for (let e = ENTRIES_AT; e < ENTRIES_AT + ENTRIES * ENTRY_WORDS && paid < n; e += ENTRY_WORDS) {
+      if (Atomics.load(w, e + OWNER) === 0 || Atomics.load(w, e + OBJECT) !== object) continue
+      const count = Atomics.load(w, e + COUNT)
+      const take = Math.min(count, n - paid)
+      paid += take
+      this.set(1, e + COUNT, count - take)
+      if (count === take) this.set(1, e + OWNER, 0)
+    }
+    return paid
+  }
+
+  // A free entry; the entries of dead owners are given back first when
+  // there is none.
+  free () {
+    for (let pass = 0; pass < 2; pass++) {
+      for (let e = ENTRIES_AT; e < ENTRIES_AT + ENTRIES * ENTRY_WORDS; e += ENTRY_WORDS) {
+        if (Atomics.load(this.w, e + OWNER) === 0) return e
+      }
+      if (pass === 0) this.sweep(-1)
+    }
+    throw new SharedRegionError('ERR_REGION_FULL', `every one of the ${ENTRIES} holds of the region's Semaphores and RwLocks belongs to a live thread`)
+  }
+
+  // Gives back what dead owners held of the object at user[word] (of every
+  // object: -1). Returns how many entries it gave back.
+  sweep (word) {
+    const w = this.w
+    const object = word * 4 + 1
+    let swept = 0
+    for (let e = ENTRIES_AT; e < ENTRIES_AT + ENTRIES * ENTRY_WORDS; e += ENTRY_WORDS) {
+      // Room in the log for this entry's give-back; the rest wait for the next sweep.
+      if (Atomics.load(w, LOGGED) > LOG_MAX - 8) break
+      const owner = Atomics.load(w, e + OWNER)
+      if (owner === 0 || owner === this.me || (word !== -1 && Atomics.load(w, e + OBJECT) !== object)) continue
+      if (binding.regionOwnerAlive(this.user, owner)) continue
+      const giveBack = kinds.get(Atomics.load(w, e + KIND))
+      const at = (Atomics.load(w, e + OBJECT) - 1) >> 2
+      this.set(1, e + OWNER, 0)
+      if (giveBack !== undefined) {
+        const waking = giveBack(this, this.user, at, Atomics.load(w, e + COUNT))
+        if (waking !== -1) this.wake(waking)
+      }
+      swept++
+    }
+    return swept
+  }
+}
+
+// The holds table of the region of `ta`'s memory, for this thread.
+function holdsOf (ta) {
+  let table = tables.get(ta.buffer)
+  if (table !== undefined) return table
+  const file = binding.regionPath(ta)
+  let mode = 0o600
+  let identity = 1
+  try {
+    const stat = fs.statSync(file)
+    mode = stat.mode & 0o777
+    identity = (stat.ino & 0x7fffffff) || 1
+  } catch {}
+  let opened
+  try {
+    opened = binding.regionOpen(holdsFileOf(file), BYTES, true, mode, BUILD, 0, 0)
+  } catch (e) {
+    throw regionError(e)
+  }
+  const buffer = opened[0]
+  if (!(buffer instanceof SharedArrayBuffer)) regionBuffers.add(buffer)
+  table = new Holds(new Int32Array(ta.buffer), new Int32Array(buffer), identity)
+  tables.set(ta.buffer, table)
+  return table
+}
+
+// Registers what gives back a hold of `kind` (see `kinds`).
+function register (kind, giveBack) {
+  kinds.set(kind, giveBack)
+}
+
+module.exports = { holdsOf, register, holdsFileOf }
