@@ -194,6 +194,7 @@ async function main () {
   console.log(`soak:region-kill: ${args.seconds === null ? `${args.rounds} rounds` : `${args.seconds} s`}, first seed ${args.seed}, ${SURVIVORS} survivors, a new region every ${args.cycle} rounds`)
   while (done < args.rounds && performance.now() < deadline) {
     const cycle = new Cycle(`soak-kill-${process.pid}-${++cycles}`)
+    let failed = null // the failure that ended this cycle early
     try {
       await cycle.start()
       for (let k = 0; k < args.cycle && done < args.rounds && performance.now() < deadline; k++) {
@@ -202,30 +203,34 @@ async function main () {
         try {
           await cycle.round(random(seed)() * 10)
         } catch (e) {
-          failures.push({ round, seed, what: e.message })
+          failed = { round, seed, what: e.message }
+          failures.push(failed)
           console.log(`FAIL round ${round} (seed ${seed}): ${e.message}`)
           break // this region's state is unknown: a new cycle
         }
         if (performance.now() - lastReport > 10000) {
           lastReport = performance.now()
-          console.log(`  ${done} rounds, ${failures.length} failures, ${rate().toFixed(1)} rounds/s`)
+          console.log(`  ${done} rounds, ${failures.length} failed, ${rate().toFixed(1)} rounds/s`)
         }
       }
     } catch (e) {
-      failures.push({ round: done, seed: (args.seed + done) >>> 0, what: e.message })
-      console.log(`FAIL starting a cycle: ${e.message}`)
+      failed = { round: done, seed: (args.seed + done) >>> 0, what: `starting a cycle: ${e.message}` }
+      failures.push(failed)
+      console.log(`FAIL ${failed.what}`)
     } finally {
       const end = await cycle.finish().catch((e) => ({ ownerDied: 0, failures: [e.message] }))
       ownerDied += end.ownerDied
       for (const what of end.failures) {
-        failures.push({ round: done - 1, seed: (args.seed + done - 1) >>> 0, what })
+        // After a failed round, what the cycle's end finds belongs to it.
+        if (failed) failed.what += `; then ${what}`
+        else failures.push({ round: done - 1, seed: (args.seed + done - 1) >>> 0, what })
         console.log(`FAIL after round ${done - 1}: ${what}`)
       }
       cycle.kill()
     }
   }
   const seconds = (performance.now() - started) / 1000
-  console.log(`${done} rounds in ${seconds.toFixed(1)} s: ${rate().toFixed(2)} rounds/s; ${failures.length} failures; ` +
+  console.log(`${done} rounds in ${seconds.toFixed(1)} s: ${rate().toFixed(2)} rounds/s; ${failures.length} failed; ` +
     `the next holder was told ownerDied ${ownerDied} times`)
   for (const f of failures) console.log(`  round ${f.round}: ${f.what} (again: node benchmark/soak-region-kill.js --seed ${f.seed} --rounds 1)`)
   return failures.length ? 1 : 0
