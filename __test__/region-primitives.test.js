@@ -7,7 +7,7 @@ const assert = require('assert')
 const path = require('path')
 const { test, describe } = require('./harness')
 const { until, startChild, regionSkip, stressRounds } = require('./util')
-const { SharedRegion, WaitGroup, Barrier, ManualResetEvent, AutoResetEvent, AsyncLock, Condition, Semaphore, SharedRegionError, LockOwnershipError, LockTimeoutError, OWNER_DIED } = require('..')
+const { SharedRegion, WaitGroup, Barrier, ManualResetEvent, AutoResetEvent, AsyncLock, Condition, Semaphore, RwLock, SharedRegionError, LockOwnershipError, LockTimeoutError, DeadlockError, ACQUIRED, OWNER_DIED } = require('..')
 const binding = require('../lib/native')
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'region-primitives-child.js')
@@ -31,7 +31,7 @@ let n = 0
 function fresh () {
   const name = `pr${process.pid}-${++n}`
   SharedRegion.unlink(name)
-  const region = SharedRegion.open(name, { bytes: 256 })
+  const region = SharedRegion.open(name, { bytes: 512 })
   return { name, region, w: new Int32Array(region.buffer) }
 }
 
@@ -239,7 +239,7 @@ describe('Condition in a shared region, with an AsyncLock in a region', skip, ()
 describe('Semaphore in a shared region', skip, () => {
   function semaphore (permits, wanted) {
     const r = fresh()
-    r.sem = new Semaphore(r.region.buffer, 64, permits)
+    r.sem = new Semaphore(r.region.buffer, 400, permits)
     Atomics.store(r.w, PERMITS, permits)
     Atomics.store(r.w, WANTED, wanted)
     return r
@@ -315,7 +315,7 @@ describe('Semaphore in a shared region', skip, () => {
 
   test('timeouts, signals, errors; the value here and in the other processes', { timeout: 60000 }, async () => {
     const { name, sem, region } = semaphore(1, 1)
-    const again = new Semaphore(region.buffer, 64)
+    const again = new Semaphore(region.buffer, 400)
     assert.strictEqual(again.value, 1)
     await sem.acquireAsync()
     assert.strictEqual(again.value, 0)
@@ -332,6 +332,128 @@ describe('Semaphore in a shared region', skip, () => {
     assert.throws(() => sem.acquire({ permits: 0 }), RangeError)
     assert.strictEqual(await sem.runExclusive(() => sem.value), 0)
     assert.strictEqual(sem.value, 1)
+    SharedRegion.unlink(name)
+  })
+})
+
+describe('RwLock in a shared region', skip, () => {
+  function rwlock () {
+    const r = fresh()
+    r.rw = new RwLock(r.region.buffer, 416)
+    return r
+  }
+
+  test('4 processes × (main thread + worker), reads and writes: writers alone, readers together', { timeout: 60000 }, async () => {
+    const { name, w, rw } = rwlock()
+    const kids = [0, 1, 2, 3].map((k) => child(['rw-loop', name, '300', String(k)]))
+    await allExit(kids)
+    assert.strictEqual(Atomics.load(w, ERRORS), 0)
+    assert.strictEqual(Atomics.load(w, TURNS), 4 * 2 * 300)
+    assert.strictEqual(rw.readers, 0)
+    assert.strictEqual(rw.isWriteLocked, false)
+    SharedRegion.unlink(name)
+  })
+
+  test('readers of two processes hold it together; a writer waits for both, and holds new readers off', { timeout: 60000 }, async () => {
+    const { name, w, rw } = rwlock()
+    const readers = [0, 1].map(() => child(['rw-hold', name, 'read']))
+    await until(() => Atomics.load(w, HOLDING) === 2, 'both readers')
+    assert.strictEqual(rw.readers, 2)
+    assert.strictEqual(rw.tryWrite(), false)
+    const writing = rw.writeAsync({ timeout: 10000 })
+    await until(() => Atomics.load(w, 106) !== 0, 'the writer to stand in line') // INTENT
+    assert.strictEqual(rw.tryRead(), false, 'a waiting writer holds new readers off')
+    assert.throws(() => rw.read(), DeadlockError, 'this thread waits to write')
+    readers[0].kill('SIGKILL')
+    await readers[0].exited
+    assert.strictEqual(rw.tryRead(), false)
+    readers[1].kill('SIGKILL')
+    const release = await writing
+    assert.strictEqual(release.ownerDied, false, 'readers that die leave nothing to repair')
+    assert.strictEqual(rw.readers, 0)
+    const read = release.downgrade()
+    assert.strictEqual(rw.readers, 1)
+    assert.strictEqual(rw.tryRead(), ACQUIRED)
+    rw.readUnlock()
+    read()
+    assert.strictEqual(rw.tryWrite(), ACQUIRED)
+    rw.writeUnlock()
+    SharedRegion.unlink(name)
+  })
+
+  test('a writer killed with SIGKILL: the next acquirer (reader or writer) takes it over, told owner-died', { timeout: 60000 }, async () => {
+    for (const next of ['read', 'write', 'readAsync']) {
+      const { name, w, rw } = rwlock()
+      const writer = child(['rw-hold', name, 'write'])
+      await until(() => Atomics.load(w, HOLDING) === 1, 'the writer')
+      assert.strictEqual(rw.isWriteLocked, true)
+      assert.strictEqual(rw.tryRead(), false)
+      writer.kill('SIGKILL')
+      await writer.exited
+      if (next === 'read') {
+        assert.strictEqual(rw.tryRead(), OWNER_DIED)
+        assert.strictEqual(rw.tryWrite(), false)
+        rw.readUnlock()
+      } else if (next === 'write') {
+        assert.strictEqual(rw.write(5000), OWNER_DIED)
+        rw.writeUnlock()
+      } else {
+        const release = await rw.readAsync()
+        assert.strictEqual(release.ownerDied, true)
+        release()
+      }
+      assert.strictEqual(rw.tryWrite(), ACQUIRED, 'told once')
+      rw.writeUnlock()
+      SharedRegion.unlink(name)
+    }
+  })
+
+  test('processes killed at random points of read / write loops: exclusion holds, the lock stays usable', { timeout: 120000 }, async () => {
+    const { name, w, rw } = rwlock()
+    const rounds = stressRounds(25)
+    const survivors = [0, 1].map((k) => child(['rw-loop', name, '-1', String(k)]))
+    for (let r = 0; r < rounds; r++) {
+      const victim = child(['rw-loop', name, '-1', String(2 + (r % 14))])
+      const start = Atomics.load(w, TURNS)
+      await until(() => Atomics.load(w, TURNS) > start + 5 + Math.floor(Math.random() * 40), 'the victim to run')
+      victim.kill('SIGKILL')
+      await victim.exited
+    }
+    const before = Atomics.load(w, TURNS)
+    await until(() => Atomics.load(w, TURNS) > before + 100, 'the survivors to go on')
+    for (const s of survivors) s.kill('SIGKILL')
+    await Promise.all(survivors.map((s) => s.exited))
+    assert.strictEqual(Atomics.load(w, ERRORS), 0, 'a writer never inside with anyone')
+    const status = rw.write(5000)
+    assert.ok(status === ACQUIRED || status === OWNER_DIED)
+    assert.strictEqual(rw.readers, 0, 'dead readers gone')
+    rw.writeUnlock()
+    SharedRegion.unlink(name)
+  })
+
+  test('ownership, deadlocks, timeouts, signals', { timeout: 60000 }, async () => {
+    const { name, rw } = rwlock()
+    assert.throws(() => rw.readUnlock(), LockOwnershipError)
+    assert.throws(() => rw.writeUnlock(), LockOwnershipError)
+    assert.throws(() => rw.downgrade(), LockOwnershipError)
+    assert.strictEqual(rw.read(), ACQUIRED)
+    assert.throws(() => rw.write(), DeadlockError)
+    assert.strictEqual(rw.tryWrite(), false)
+    rw.readUnlock()
+    assert.strictEqual(rw.write(), ACQUIRED)
+    assert.throws(() => rw.read(), DeadlockError)
+    assert.throws(() => rw.write(), DeadlockError)
+    const again = new RwLock(rw.buffer, 416)
+    assert.strictEqual(again.isWriteLocked, true)
+    await assert.rejects(again.readAsync({ timeout: 20 }), LockTimeoutError)
+    const ac = new AbortController()
+    const aborted = again.writeAsync({ signal: ac.signal })
+    ac.abort()
+    await assert.rejects(aborted, { name: 'AbortError' })
+    rw.writeUnlock()
+    assert.strictEqual(await rw.runRead(() => rw.readers), 1)
+    assert.strictEqual(await rw.runWrite((info) => info.ownerDied), false)
+    assert.strictEqual(rw.readers, 0)
     SharedRegion.unlink(name)
   })
 })

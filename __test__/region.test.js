@@ -528,14 +528,13 @@ describe('SharedRegion: open, close, unlink, errors', skip, () => {
     })
   })
 
-  // AsyncLock, Condition, Semaphore, Barrier, WaitGroup and the events work there
+  // AsyncLock, Condition, Semaphore, RwLock, Barrier, WaitGroup and the events work there
   // (region-lock.test.js, region-primitives.test.js).
   test('the primitives not ported yet refuse region memory with ERR_REGION_UNSUPPORTED', async () => {
     const { Mutex, Condition: AtomicsCondition } = require('../atomics-mutex')
     await withRegion('primitives', { bytes: 4096 }, async ({ region }) => {
       const buffer = region.buffer
       const make = {
-        RwLock: (o) => new shared.RwLock(buffer, o),
         Once: (o) => new shared.Once(buffer, o),
         'Atomics.Mutex': (o) => new Mutex(buffer, o),
         'Atomics.Condition': (o) => new AtomicsCondition(buffer, o)

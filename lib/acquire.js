@@ -14,6 +14,8 @@
 //   p.release(ta)       gives back what was acquired
 //   p.passOn(ta)        a wake-up to compete ('ok') that will not be used:
 //                       hand it on
+//   p.leave(ta)         (optional) the acquisition ends without holding it
+//                       (timed out, aborted): undo what park left behind
 //   p.info(status)      what runExclusive's fn receives; p.ok: p.info(ACQUIRED)
 //   p.missing           'not acquired' / 'no permit': for the timeout message
 //
@@ -70,6 +72,7 @@ function acquire (p, ta, opts, what) {
       const remaining = start + timeout - now()
       if (outcome === 'cancelled' || outcome === 'timed-out' || remaining <= 0 || aborted()) {
         if (outcome === 'ok') p.passOn(ta)
+        if (p.leave !== undefined) p.leave(ta)
         return finish(reject, aborted() ? abortError(signal) : new LockTimeoutError(`${what}: ${p.missing} within ${timeout} ms`))
       }
       const q = p.park(ta, now() - start, remaining)

@@ -56,7 +56,8 @@
 const binding = require('./native')
 const { Atomics, checkCanBlock } = require('./host')
 const held = require('./held')
-const { protocolAsync, cancelAsync, threadId } = require('./futex').internal
+const { protocolAsync, cancelAsync, threadId, inRegion } = require('./futex').internal
+const regionRw = require('./region-rwlock')
 const { now, sharedView, timeoutOf, asyncOptions, callbackOf } = require('./options')
 const { ACQUIRED, OWNER_DIED, LockTimeoutError, LockOwnershipError, DeadlockError, abortError } = require('./errors')
 
@@ -71,6 +72,7 @@ const WRITE_ME = ME << SHIFT
 const MARK = 1 << 30 // on a reader's slot: a writer sleeps until the readers leave
 const MARKED_ME = ME | MARK
 const MAX_OWNER = (1 << 27) - 1
+const REGION = Symbol('RwLock over region memory')
 const VIEW = Symbol('RwLock view')
 
 // Codes of the addon (src/lock.rs, src/rwlock.rs).
@@ -341,14 +343,19 @@ class RwLock {
    */
   constructor (buffer, byteOffset) {
     if (ME > MAX_OWNER) throw new RangeError(`RwLock: threadId ${threadId} is too large (at most ${MAX_OWNER - 1})`)
-    this[VIEW] = sharedView('RwLock', buffer, byteOffset, RwLock.BYTES)
+    this[VIEW] = sharedView('RwLock', buffer, byteOffset, RwLock.BYTES, true)
+    // Over a shared region's memory: lib/region-rwlock.js does the work.
+    this[REGION] = buffer !== undefined && inRegion(this[VIEW])
   }
 
   get buffer () { return this[VIEW].buffer }
   get byteOffset () { return this[VIEW].byteOffset }
 
   /** Whether a thread holds the write lock or has the writer's place (a snapshot). */
-  get isWriteLocked () { return ownerOf(Atomics.load(this[VIEW], STATE)) !== 0 }
+  get isWriteLocked () {
+    if (this[REGION]) return regionRw.isWriteLocked(this[VIEW])
+    return ownerOf(Atomics.load(this[VIEW], STATE)) !== 0
+  }
 
   /**
    * Read locks held by live threads through the slots, plus those registered
@@ -356,6 +363,7 @@ class RwLock {
    */
   get readers () {
     const ta = this[VIEW]
+    if (this[REGION]) return regionRw.readers(ta)
     let n = 0
     for (let i = FIRST_SLOT; i <= LAST_SLOT; i++) {
       const owner = Atomics.load(ta, i) & ~MARK
@@ -370,6 +378,7 @@ class RwLock {
     const t = timeout === undefined ? Infinity : timeoutOf('RwLock.read', timeout)
     checkCanBlock('RwLock.read')
     const ta = this[VIEW]
+    if (this[REGION]) return regionRw.block(ta, false, t, 'RwLock.read')
     if (readNow(ta) || readSpin(ta)) return ACQUIRED
     return waited(binding.rwReadWait(ta, STATE, ME, t), 'RwLock.read', t)
   }
@@ -377,13 +386,15 @@ class RwLock {
   /** A read lock if one is to be had now: ACQUIRED, OWNER_DIED or false. */
   tryRead () {
     const ta = this[VIEW]
+    if (this[REGION]) return regionRw.attempt(ta, false)
     if (readNow(ta)) return ACQUIRED
     const r = binding.rwReadTry(ta, STATE, ME)
     return r < STATUS.length ? STATUS[r] : false
   }
 
   readUnlock () {
-    readRelease(this[VIEW])
+    if (this[REGION]) regionRw.readUnlock(this[VIEW], 'RwLock.readUnlock')
+    else readRelease(this[VIEW])
   }
 
   /** Blocks until the write lock is held: ACQUIRED or OWNER_DIED. */
@@ -391,6 +402,7 @@ class RwLock {
     const t = timeout === undefined ? Infinity : timeoutOf('RwLock.write', timeout)
     checkCanBlock('RwLock.write')
     const ta = this[VIEW]
+    if (this[REGION]) return regionRw.block(ta, true, t, 'RwLock.write')
     let r = writeNow(ta)
     if (r === HELD) return ACQUIRED
     if (r === BUSY && ownerOf(Atomics.load(ta, STATE)) === ME) {
@@ -408,6 +420,7 @@ class RwLock {
   /** The write lock if free now (or held by a dead thread): ACQUIRED, OWNER_DIED or false. */
   tryWrite () {
     const ta = this[VIEW]
+    if (this[REGION]) return regionRw.attempt(ta, true)
     const r = writeNow(ta)
     if (r === HELD) return ACQUIRED
     // Readers' slots are taken: give the place back and let the addon look,
@@ -419,6 +432,7 @@ class RwLock {
 
   writeUnlock () {
     const ta = this[VIEW]
+    if (this[REGION]) return regionRw.writeUnlock(ta, 'RwLock.writeUnlock')
     if (Atomics.compareExchange(ta, STATE, WRITE_ME, 0) === WRITE_ME) return
     const s = Atomics.load(ta, STATE)
     if (ownerOf(s) !== ME || (s & DRAINING) !== 0) {
@@ -431,7 +445,8 @@ class RwLock {
   downgrade () {
     const ta = this[VIEW]
     if (ta === undefined) throw new TypeError('RwLock.downgrade: called on an object that is not a RwLock')
-    downgrade(ta, 'RwLock.downgrade')
+    if (this[REGION]) regionRw.downgrade(ta, 'RwLock.downgrade')
+    else downgrade(ta, 'RwLock.downgrade')
   }
 
   /** Resolves with a read release function (idempotent, Symbol.dispose-able). */
@@ -443,6 +458,7 @@ class RwLock {
       return Promise.reject(e)
     }
     const ta = this[VIEW]
+    if (this[REGION]) return regionRw.readAsync(ta, opts, 'RwLock.readAsync')
     return readAsync(ta, opts, 'RwLock.readAsync').then((status) => readReleaser(ta, status))
   }
 
@@ -455,17 +471,18 @@ class RwLock {
       return Promise.reject(e)
     }
     const ta = this[VIEW]
+    if (this[REGION]) return regionRw.writeAsync(ta, opts, 'RwLock.writeAsync')
     return writeAsync(ta, opts, 'RwLock.writeAsync').then((status) => writeReleaser(ta, status))
   }
 
   /** Runs fn(info) holding a read lock; resolves with its result, always releasing. */
   runRead (fn, options) {
-    return run(this[VIEW], fn, options, false, 'RwLock.runRead')
+    return (this[REGION] ? regionRw.run : run)(this[VIEW], fn, options, false, 'RwLock.runRead')
   }
 
   /** Runs fn(info) holding the write lock; resolves with its result, always releasing. */
   runWrite (fn, options) {
-    return run(this[VIEW], fn, options, true, 'RwLock.runWrite')
+    return (this[REGION] ? regionRw.run : run)(this[VIEW], fn, options, true, 'RwLock.runWrite')
   }
 }
 

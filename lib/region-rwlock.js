@@ -1,0 +1,257 @@
+'use strict'
+// RwLock over a shared region's memory: one reader-writer lock for every
+// thread of every process that maps the region (docs/region.md,
+// "Primitives"). The same 16 bytes as a RwLock of one process
+// (lib/rwlock.js), four int32 cells:
+//
+//   STATE    owner·2: the writer's owner id in the region (0: none)
+//   READERS  read locks held
+//   INTENT   the owner id of a writer that waits for the readers to leave:
+//            new readers wait behind it (so readers cannot starve writers)
+//   SEQ      moves on whenever the lock is let go: waiters sleep on it
+//
+// Every change is a transaction of the region's holds table
+// (lib/region-holds.js), which records each thread's read locks: a reader
+// that ends or whose process dies without unlocking is given back by the
+// next waiter (its read locks leave READERS); a writer that does is taken
+// over by the next acquirer, told OWNER_DIED; a waiting writer that dies
+// stops holding readers back (its INTENT names a dead owner).
+//
+// Waiters sleep on SEQ in slices of SLICE ms and compete again when woken
+// (every unlock wakes every waiter): no queue, so a stream of writers can
+// hold readers off, unlike the phase-fair RwLock of one process.
+const futex = require('./futex')
+const held = require('./held')
+const binding = require('./native')
+const { enqueueAsync } = futex.internal
+const { holdsOf, register } = require('./region-holds')
+const { SLICE } = require('./driver')
+const { now } = require('./options')
+const acquiring = require('./acquire')
+const { ACQUIRED, OWNER_DIED, LockTimeoutError, LockOwnershipError, DeadlockError } = require('./errors')
+
+const STATE = 0
+const READERS = 1
+const INTENT = 2
+const SEQ = 3
+const KIND = 2 // read locks (lib/region-holds.js)
+
+const BUSY = 0
+const MINE = 1 // held by this thread in a way that makes waiting a deadlock
+
+// STATE's index in the whole buffer of the region.
+const at = (ta) => ta.byteOffset >> 2
+
+// The read locks of a dead thread leave READERS.
+register(KIND, (tx, user, i, n) => {
+  tx.put(i + READERS, Math.max(0, Atomics.load(user, i + READERS) - n))
+  tx.put(i + SEQ, (Atomics.load(user, i + SEQ) + 1) | 0)
+  return i + SEQ
+})
+
+const liveOther = (tx, owner) => owner !== 0 && owner !== tx.me && binding.regionOwnerAlive(tx.user, owner)
+
+function letGo (tx, i) {
+  tx.put(i + SEQ, (Atomics.load(tx.user, i + SEQ) + 1) | 0)
+  tx.wake(i + SEQ)
+}
+
+// One attempt at a read lock: ACQUIRED, OWNER_DIED, BUSY or MINE. Without
+// `takeOver`, a dead writer's lock is BUSY (the async fast path leaves it to
+// the step that reports it).
+function readOnce (ta, takeOver) {
+  const i = at(ta)
+  return holdsOf(ta).run((tx) => {
+    const writer = Atomics.load(tx.user, i + STATE) >>> 1
+    if (writer === tx.me) return MINE
+    if (writer !== 0 && (!takeOver || liveOther(tx, writer))) return BUSY
+    const intent = Atomics.load(tx.user, i + INTENT)
+    // A waiting writer holds new readers off, this thread's own too.
+    if (intent === tx.me) return MINE
+    if (liveOther(tx, intent)) return BUSY
+    if (intent !== 0) tx.put(i + INTENT, 0)
+    if (writer !== 0) tx.put(i + STATE, 0) // a dead writer's: taken over
+    tx.put(i + READERS, Atomics.load(tx.user, i + READERS) + 1)
+    tx.add(i, KIND, 1)
+    return writer !== 0 ? OWNER_DIED : ACQUIRED
+  })
+}
+
+// One attempt at the write lock (see readOnce). `wait`: if readers hold it,
+// stand first in line for it (INTENT), as a waiter does.
+function writeOnce (ta, takeOver, wait) {
+  const i = at(ta)
+  return holdsOf(ta).run((tx) => {
+    const s = Atomics.load(tx.user, i + STATE)
+    const writer = s >>> 1
+    if (writer === tx.me) return MINE
+    if (writer !== 0 && (!takeOver || liveOther(tx, writer))) return BUSY
+    if (tx.held(i) > 0) return MINE
+    const intent = Atomics.load(tx.user, i + INTENT)
+    if (liveOther(tx, intent)) return BUSY
+    if (Atomics.load(tx.user, i + READERS) > 0) tx.sweep(i)
+    if (Atomics.load(tx.user, i + READERS) > 0) {
+      // Readers hold it: a waiter stands first in line (a dead one's place
+      // is taken or cleared).
+      if (wait ? intent !== tx.me : intent !== 0 && intent !== tx.me) tx.put(i + INTENT, wait ? tx.me : 0)
+      return BUSY
+    }
+    if (intent !== 0) tx.put(i + INTENT, 0)
+    tx.put(i + STATE, tx.me << 1)
+    return writer !== 0 ? OWNER_DIED : ACQUIRED
+  })
+}
+
+// A waiting writer gives up: readers may come in again.
+function leave (ta) {
+  const i = at(ta)
+  const h = holdsOf(ta)
+  if (Atomics.load(ta, INTENT) !== h.me) return
+  h.run((tx) => {
+    if (Atomics.load(tx.user, i + INTENT) !== tx.me) return
+    tx.put(i + INTENT, 0)
+    letGo(tx, i)
+  })
+}
+
+function readUnlock (ta, what) {
+  const i = at(ta)
+  holdsOf(ta).run((tx) => {
+    if (tx.held(i) === 0) throw new LockOwnershipError(`${what}: this thread holds no read lock of it`)
+    tx.add(i, KIND, -1)
+    tx.put(i + READERS, Math.max(0, Atomics.load(tx.user, i + READERS) - 1))
+    letGo(tx, i)
+  })
+}
+
+function describe (tx, s) {
+  const writer = s >>> 1
+  if (writer === 0) return 'not write-locked'
+  if (writer === tx.me) return 'held by this thread'
+  return binding.regionOwnerAlive(tx.user, writer) ? 'held by another thread (of this process or another)' : 'held by a thread that ended'
+}
+
+function writeUnlock (ta, what) {
+  const i = at(ta)
+  holdsOf(ta).run((tx) => {
+    const s = Atomics.load(tx.user, i + STATE)
+    if (s >>> 1 !== tx.me) throw new LockOwnershipError(`${what}: the write lock is ${describe(tx, s)}`)
+    tx.put(i + STATE, 0)
+    letGo(tx, i)
+  })
+}
+
+function downgrade (ta, what) {
+  const i = at(ta)
+  holdsOf(ta).run((tx) => {
+    const s = Atomics.load(tx.user, i + STATE)
+    if (s >>> 1 !== tx.me) throw new LockOwnershipError(`${what}: the write lock is ${describe(tx, s)}`)
+    tx.put(i + STATE, 0)
+    tx.put(i + READERS, Atomics.load(tx.user, i + READERS) + 1)
+    tx.add(i, KIND, 1)
+    letGo(tx, i)
+  })
+}
+
+// Blocks: ACQUIRED or OWNER_DIED; LockTimeoutError, DeadlockError.
+function block (ta, write, timeout, what) {
+  const deadline = now() + timeout
+  for (;;) {
+    const seen = Atomics.load(ta, SEQ)
+    const r = write ? writeOnce(ta, true, true) : readOnce(ta, true)
+    if (r === MINE) {
+      throw new DeadlockError(write
+        ? `${what}: this thread holds the lock (to write or to read); blocking would never end`
+        : `${what}: this thread holds the write lock, or waits for it; blocking would never end`)
+    }
+    if (r !== BUSY) return r
+    const remaining = deadline - now()
+    if (remaining <= 0) {
+      if (write) leave(ta)
+      throw new LockTimeoutError(`${what}: not acquired within ${timeout} ms`)
+    }
+    futex.wait(ta, SEQ, seen, remaining > SLICE ? SLICE : remaining)
+  }
+}
+
+// tryRead / tryWrite: ACQUIRED, OWNER_DIED or false.
+function attempt (ta, write) {
+  const r = write ? writeOnce(ta, true, false) : readOnce(ta, true)
+  return r === BUSY || r === MINE ? false : r
+}
+
+// The protocols for lib/acquire.js.
+function protocolOf (write) {
+  const once = write ? (ta, takeOver) => writeOnce(ta, takeOver, true) : readOnce
+  const release = write ? (ta) => writeUnlock(ta, 'RwLock.writeUnlock') : (ta) => readUnlock(ta, 'RwLock.readUnlock')
+  return {
+    index: SEQ,
+    now: (ta, opts) => !(opts.signal !== undefined && opts.signal.aborted) && once(ta, false) === ACQUIRED,
+    park (ta, waited, remaining) {
+      for (;;) {
+        const seen = Atomics.load(ta, SEQ)
+        const r = once(ta, true)
+        // An async acquisition behind this thread's own hold waits for it.
+        if (r !== BUSY && r !== MINE) return r
+        const q = enqueueAsync(ta, SEQ, seen, remaining > SLICE ? SLICE : remaining, true)
+        if (q === 'not-equal') continue
+        return { token: q.token, promise: q.promise.then((o) => o === 'timed-out' ? 'ok' : o) }
+      }
+    },
+    release,
+    passOn () {}, // every waiter was woken
+    leave: write ? leave : undefined,
+    info: (status) => status === OWNER_DIED ? INFO_OWNER_DIED : INFO_OK,
+    ok: null,
+    missing: 'not acquired'
+  }
+}
+
+const INFO_OK = Object.freeze({ ownerDied: false })
+const INFO_OWNER_DIED = Object.freeze({ ownerDied: true })
+const READ = protocolOf(false)
+const WRITE = protocolOf(true)
+READ.ok = INFO_OK
+WRITE.ok = INFO_OK
+
+function readReleaser (ta, status) {
+  const release = held.releaser(READ.release, ta)
+  release.ownerDied = status === OWNER_DIED
+  return release
+}
+
+function writeReleaser (ta, status) {
+  let state = 'write'
+  const release = held.releaser(() => {
+    if (state === 'write') WRITE.release(ta)
+    state = 'released'
+  }, ta)
+  release.ownerDied = status === OWNER_DIED
+  release.downgrade = () => {
+    if (state !== 'write') throw new LockOwnershipError('RwLock: downgrade() of a write lock already released or downgraded')
+    downgrade(ta, 'RwLock.downgrade')
+    state = 'read'
+    release()
+    return readReleaser(ta, ACQUIRED)
+  }
+  return release
+}
+
+module.exports = {
+  block,
+  attempt,
+  readUnlock,
+  writeUnlock,
+  downgrade,
+  readAsync: (ta, opts, what) => acquiring.acquireAsync(READ, ta, opts, what).then((s) => readReleaser(ta, s)),
+  writeAsync: (ta, opts, what) => acquiring.acquireAsync(WRITE, ta, opts, what).then((s) => writeReleaser(ta, s)),
+  run: (ta, fn, options, write, what) => acquiring.exclusive(write ? WRITE : READ, ta, fn, options, what, true),
+  isWriteLocked: (ta) => Atomics.load(ta, STATE) >>> 1 !== 0,
+  readers (ta) {
+    const i = at(ta)
+    return holdsOf(ta).run((tx) => {
+      tx.sweep(i)
+      return Atomics.load(tx.user, i + READERS)
+    })
+  }
+}
