@@ -528,22 +528,30 @@ describe('SharedRegion: open, close, unlink, errors', skip, () => {
     })
   })
 
-  // AsyncLock, Condition, Semaphore, RwLock, Barrier, WaitGroup and the events work there
-  // (region-lock.test.js, region-primitives.test.js).
-  test('the primitives not ported yet refuse region memory with ERR_REGION_UNSUPPORTED', async () => {
+  // Their behaviour across processes: region-lock.test.js,
+  // region-primitives.test.js, region-channel.test.js.
+  test('every primitive is made over region memory, at any offset', async () => {
     const { Mutex, Condition: AtomicsCondition } = require('../atomics-mutex')
     await withRegion('primitives', { bytes: 4096 }, async ({ region }) => {
       const buffer = region.buffer
       const make = {
+        AsyncLock: (o) => new shared.AsyncLock(buffer, o),
+        Condition: (o) => new shared.Condition(buffer, o),
+        Semaphore: (o) => new shared.Semaphore(buffer, o, 1),
+        RwLock: (o) => new shared.RwLock(buffer, o),
+        Barrier: (o) => new shared.Barrier(buffer, o, 2),
+        WaitGroup: (o) => new shared.WaitGroup(buffer, o, 0),
+        ManualResetEvent: (o) => new shared.ManualResetEvent(buffer, o),
+        AutoResetEvent: (o) => new shared.AutoResetEvent(buffer, o),
         Once: (o) => new shared.Once(buffer, o),
         'Atomics.Mutex': (o) => new Mutex(buffer, o),
         'Atomics.Condition': (o) => new AtomicsCondition(buffer, o)
       }
       for (const what of Object.keys(make)) {
         for (const offset of [0, 1024]) {
-          assert.throws(() => make[what](offset), (e) => e instanceof SharedRegionError && e.code === 'ERR_REGION_UNSUPPORTED',
-            `${what} at ${offset}`)
+          assert.strictEqual(make[what](offset).byteOffset, offset, `${what} at ${offset}`)
         }
+        new Uint8Array(buffer).fill(0)
       }
     })
   })

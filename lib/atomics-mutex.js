@@ -41,7 +41,7 @@ const { OWNER_DIED, E_TIMEOUT, E_DEADLOCK, DeadlockError, LockTimeoutError } = r
 const { settled } = require('./held')
 const { checkCanBlock } = require('./host')
 
-const { viewOf, heldByThisThread } = lockInternal
+const { heldHere } = lockInternal
 const hasOwn = (o, k) => Object.prototype.hasOwnProperty.call(o, k)
 
 const LOCK = Symbol('Mutex lock')
@@ -105,7 +105,7 @@ function deadlock (what) {
 }
 
 function ownedByThisThread (what, m) {
-  if (!heldByThisThread(viewOf(m[LOCK], what))) throw new TypeError(`${what}: the mutex is not held by this thread`)
+  if (!heldHere(m[LOCK], what)) throw new TypeError(`${what}: the mutex is not held by this thread`)
 }
 
 // --- holding ---------------------------------------------------------------------
@@ -166,7 +166,7 @@ function acquire (what, m, timeout) {
     // second lock is recursion. Held for this thread with no holder yet, it
     // was handed to one of this thread's queued lockAsync calls, whose
     // callback has not run: not available, like any mutex held elsewhere.
-    if (m[HOLDER] !== undefined && heldByThisThread(viewOf(lock, what))) throw deadlock(what)
+    if (m[HOLDER] !== undefined && heldHere(lock, what)) throw deadlock(what)
     return null
   }
   try {

@@ -189,7 +189,7 @@ class Barrier {
     } else {
       if (buffer === undefined) throw new TypeError('Barrier: expected a number of parties or a SharedArrayBuffer')
       n = parties === undefined ? undefined : partiesOf('Barrier', parties)
-      view = sharedView('Barrier', buffer, byteOffset, Barrier.BYTES, true)
+      view = sharedView('Barrier', buffer, byteOffset, Barrier.BYTES)
       if (view.byteOffset % 8 !== 0) throw new RangeError(`Barrier: byteOffset must be a multiple of 8, got ${view.byteOffset}`)
       if (n === undefined) {
         const stored = Atomics.load(view, PARTIES)

@@ -266,7 +266,7 @@ class Condition {
    * @param {number} [byteOffset=0] a multiple of 4; takes Condition.BYTES bytes
    */
   constructor (buffer, byteOffset) {
-    this[VIEW] = sharedView('Condition', buffer, byteOffset, Condition.BYTES, true)
+    this[VIEW] = sharedView('Condition', buffer, byteOffset, Condition.BYTES)
     this[GUESS] = 0
     this[REGION] = buffer !== undefined && inRegion(this[VIEW])
   }

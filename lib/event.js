@@ -108,7 +108,7 @@ function viewOf (what, bytes, buffer, byteOffset, initiallySet) {
     return { view: sharedView(what, undefined, undefined, bytes), set: flagOf(what, buffer) }
   }
   const set = initiallySet === undefined ? undefined : flagOf(what, initiallySet)
-  return { view: sharedView(what, buffer, byteOffset, bytes, true), set }
+  return { view: sharedView(what, buffer, byteOffset, bytes), set }
 }
 
 function waitAsyncWith (ta, options, what, procedure) {

@@ -161,7 +161,7 @@ class AsyncLock {
    */
   constructor (buffer, byteOffset) {
     if (ME > MAX_OWNER) throw new RangeError(`AsyncLock: threadId ${threadId} is too large (at most ${MAX_OWNER - 1})`)
-    const view = sharedView('AsyncLock', buffer, byteOffset, AsyncLock.BYTES, true)
+    const view = sharedView('AsyncLock', buffer, byteOffset, AsyncLock.BYTES)
     this[VIEW] = view
     this[REGION_ME] = buffer === undefined ? 0 : regionLock.ownerIn(view)
     this[REGION_PROTOCOL] = this[REGION_ME] === 0 ? null : regionLock.protocolFor(this[REGION_ME])
@@ -238,13 +238,42 @@ AsyncLock.OWNER_DIED = OWNER_DIED
 function viewOf (lock, what) {
   if (!(lock instanceof AsyncLock)) throw new TypeError(`${what}: expected an AsyncLock, got ${show(lock)}`)
   if (lock[REGION_ME] !== 0) {
-    throw new SharedRegionError('ERR_REGION_UNSUPPORTED', `${what}: an AsyncLock in a shared region does not work with it yet`)
+    throw new SharedRegionError('ERR_REGION_UNSUPPORTED', `${what}: the AsyncLock is in a shared region's memory and this object is not: put both in the region, or neither`)
   }
   return lock[VIEW]
 }
 function heldByThisThread (ta) {
   return ownerOf(Atomics.load(ta, WORD)) === ME
 }
+// For the primitives built on a lock (Once): what they do with it, in this
+// process's memory or a region's. lock(t) and lockAsync resolve or return
+// ACQUIRED / OWNER_DIED and throw LockTimeoutError / DeadlockError.
+function opsOf (lock, what) {
+  if (!(lock instanceof AsyncLock)) throw new TypeError(`${what}: expected an AsyncLock, got ${show(lock)}`)
+  const ta = lock[VIEW]
+  const me = lock[REGION_ME]
+  if (me === 0) {
+    return {
+      held: () => heldByThisThread(ta),
+      lock: (timeout) => acquireBlocking(ta, timeout),
+      lockAsync: (opts, what) => acquireAsync(ta, opts, what),
+      unlock: () => release(ta)
+    }
+  }
+  const p = lock[REGION_PROTOCOL]
+  return {
+    held: () => regionLock.heldBy(ta, me),
+    lock: (timeout) => regionLock.lock(ta, me, timeout, 'AsyncLock.lock'),
+    lockAsync: (opts, what) => acquiring.acquireAsync(p, ta, opts, what),
+    unlock: () => regionLock.unlock(ta, me, 'AsyncLock.unlock')
+  }
+}
+
+// Whether this thread holds `lock` (in this process's memory or a region's).
+function heldHere (lock, what) {
+  return opsOf(lock, what).held()
+}
+
 // For Condition over a region: a region lock's view, this thread's owner id
 // there and its protocol; null for a lock of this process.
 function regionOf (lock, what) {
@@ -255,5 +284,5 @@ function regionOf (lock, what) {
 module.exports = {
   AsyncLock,
   // Internal, for Condition.
-  internal: { viewOf, regionOf, heldByThisThread, acquireBlocking, acquireAsync, release, WORD, ME, PROTOCOL }
+  internal: { viewOf, regionOf, opsOf, heldHere, heldByThisThread, acquireBlocking, acquireAsync, release, WORD, ME, PROTOCOL }
 }

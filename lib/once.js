@@ -31,7 +31,7 @@ const { sharedView, timeoutOf, isSignalLike, asyncOptions, callbackOf } = requir
 const { isThenable, settled } = require('./held')
 const { Atomics, canBlock, cannotBlock } = require('./host')
 
-const { viewOf, heldByThisThread, acquireBlocking, acquireAsync, release } = lockInternal
+const { opsOf } = lockInternal
 
 const STATE = 2
 const NOT_DONE = 0
@@ -72,14 +72,14 @@ function checkOptions (what, options) {
   }
 }
 
-// Calls fn(info) holding the lock (lta), marked as running on this thread;
-// releases the lock if fn throws.
-function call (ta, lta, fn, info) {
+// Calls fn(info) holding the lock (lk: its operations, lib/lock.js opsOf),
+// marked as running on this thread; releases the lock if fn throws.
+function call (ta, lk, fn, info) {
   running.push(ta)
   try {
     return fn(info)
   } catch (e) {
-    release(lta)
+    lk.unlock()
     throw e
   } finally {
     running.pop()
@@ -89,39 +89,39 @@ function call (ta, lta, fn, info) {
 // Whether fn's result is a thenable; if reading its `then` throws (a getter,
 // a revoked Proxy), that is fn's failure: the lock is given back, the Once
 // stays not done.
-function thenable (lta, result) {
+function thenable (lk, result) {
   try {
     return isThenable(result)
   } catch (e) {
-    release(lta)
+    lk.unlock()
     throw e
   }
 }
 
 // fn completed: the Once is done, and the lock is given back.
-function finish (ta, lta) {
+function finish (ta, lk) {
   Atomics.store(ta, STATE, DONE)
-  release(lta)
+  lk.unlock()
   return true
 }
 
 // Runs fn(info) holding the lock. Returns true when fn completed (STATE is
 // DONE); releases the lock however fn ends.
-function runHeldSync (ta, lta, fn, info) {
-  if (thenable(lta, call(ta, lta, fn, info))) {
-    release(lta)
+function runHeldSync (ta, lk, fn, info) {
+  if (thenable(lk, call(ta, lk, fn, info))) {
+    lk.unlock()
     throw new TypeError('Once.run: fn returned a promise (or thenable); the Once stays not done. Use runAsync for an async fn')
   }
-  return finish(ta, lta)
+  return finish(ta, lk)
 }
 
 // The same for runAsync: a thenable result is awaited; DONE is stored only
 // when it fulfils.
-function runHeldAsync (ta, lta, fn, info) {
-  const result = call(ta, lta, fn, info)
-  if (!thenable(lta, result)) return finish(ta, lta)
-  return settled(result).then(() => finish(ta, lta), (e) => {
-    release(lta)
+function runHeldAsync (ta, lk, fn, info) {
+  const result = call(ta, lk, fn, info)
+  if (!thenable(lk, result)) return finish(ta, lk)
+  return settled(result).then(() => finish(ta, lk), (e) => {
+    lk.unlock()
     throw e
   })
 }
@@ -135,7 +135,7 @@ class Once {
   constructor (buffer, byteOffset) {
     const ta = sharedView('Once', buffer, byteOffset, Once.BYTES)
     this[VIEW] = ta
-    this[LOCK] = viewOf(new AsyncLock(ta.buffer, ta.byteOffset), 'Once')
+    this[LOCK] = opsOf(new AsyncLock(ta.buffer, ta.byteOffset), 'Once')
   }
 
   get buffer () { return this[VIEW].buffer }
@@ -176,16 +176,16 @@ class Once {
   }
 }
 
-function runBlocking (ta, lta, fn, timeout) {
+function runBlocking (ta, lk, fn, timeout) {
   if (isRunning(ta)) throw insideFn('Once.run')
-  if (heldByThisThread(lta)) {
+  if (lk.held()) {
     throw new DeadlockError('Once.run: this thread is already running this Once\'s fn (a runAsync of this thread is in progress); blocking would never end')
   }
   // Where this thread may not block, it takes the lock only if that needs
   // no wait (a wait of 0 ms), and otherwise throws.
   let status
   try {
-    status = acquireBlocking(lta, canBlock ? timeout : 0)
+    status = lk.lock(canBlock ? timeout : 0)
   } catch (e) {
     if (e instanceof LockTimeoutError) {
       if (!canBlock) throw cannotBlock('Once.run')
@@ -195,13 +195,13 @@ function runBlocking (ta, lta, fn, timeout) {
     throw e
   }
   if (Atomics.load(ta, STATE) === DONE) {
-    release(lta)
+    lk.unlock()
     return false
   }
-  return runHeldSync(ta, lta, fn, status === OWNER_DIED ? INFO_OWNER_DIED : INFO_FIRST)
+  return runHeldSync(ta, lk, fn, status === OWNER_DIED ? INFO_OWNER_DIED : INFO_FIRST)
 }
 
-function runAsyncSlow (ta, lta, fn, options) {
+function runAsyncSlow (ta, lk, fn, options) {
   if (isRunning(ta)) return Promise.reject(insideFn('Once.runAsync'))
   let opts
   try {
@@ -209,12 +209,12 @@ function runAsyncSlow (ta, lta, fn, options) {
   } catch (e) {
     return Promise.reject(e)
   }
-  return acquireAsync(lta, opts, 'Once.runAsync').then((status) => {
+  return lk.lockAsync(opts, 'Once.runAsync').then((status) => {
     if (Atomics.load(ta, STATE) === DONE) {
-      release(lta)
+      lk.unlock()
       return false
     }
-    return runHeldAsync(ta, lta, fn, status === OWNER_DIED ? INFO_OWNER_DIED : INFO_FIRST)
+    return runHeldAsync(ta, lk, fn, status === OWNER_DIED ? INFO_OWNER_DIED : INFO_FIRST)
   }, (e) => {
     if (e.code === E_TIMEOUT) throw new LockTimeoutError(`Once.runAsync: another thread's fn did not finish within ${opts.timeout} ms`)
     throw e

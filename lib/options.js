@@ -5,8 +5,7 @@
 const { types } = require('util')
 const { performance } = require('perf_hooks')
 const { hasAtomics } = require('./host')
-const { AtomicsUnavailableError, SharedRegionError } = require('./errors')
-const binding = require('./native')
+const { AtomicsUnavailableError } = require('./errors')
 const { regionBuffers } = require('./futex').internal
 
 const now = () => performance.now()
@@ -21,8 +20,10 @@ function show (value) {
 
 // An Int32Array of `bytes / 4` elements at `byteOffset` of `buffer`, or over
 // a fresh SharedArrayBuffer when `buffer` is undefined. Every primitive is
-// made here: in a runtime without Atomics (lib/host.js), none can be.
-function sharedView (what, buffer, byteOffset, bytes, acrossProcesses) {
+// made here: in a runtime without Atomics (lib/host.js), none can be. A
+// shared region's buffer (lib/region.js) is shared memory too: each
+// primitive finds out from its view whether it is (futex.internal.inRegion).
+function sharedView (what, buffer, byteOffset, bytes) {
   if (!hasAtomics) {
     throw new AtomicsUnavailableError(`${what}: this runtime has no Atomics (node --no-harmony-atomics?), which every primitive needs; wait, notify and waitAsync work without it`)
   }
@@ -32,9 +33,7 @@ function sharedView (what, buffer, byteOffset, bytes, acrossProcesses) {
     }
     return new Int32Array(new SharedArrayBuffer(bytes))
   }
-  const region = regionBuffers.has(buffer)
-  if (region && !acrossProcesses) throw notAcrossProcesses(what)
-  if (!region && !types.isSharedArrayBuffer(buffer)) {
+  if (!regionBuffers.has(buffer) && !types.isSharedArrayBuffer(buffer)) {
     throw new TypeError(`${what}: the buffer must be a SharedArrayBuffer, got ${show(buffer)}`)
   }
   const offset = byteOffset === undefined ? 0 : byteOffset
@@ -50,16 +49,7 @@ function sharedView (what, buffer, byteOffset, bytes, acrossProcesses) {
   if (offset + bytes > buffer.byteLength) {
     throw new RangeError(`${what}: ${bytes} bytes at byteOffset ${offset} do not fit in a buffer of ${buffer.byteLength} bytes`)
   }
-  const view = new Int32Array(buffer, offset, bytes / 4)
-  if (!acrossProcesses && binding.inRegion(view)) throw notAcrossProcesses(what)
-  return view
-}
-
-// The primitives' protocols keep thread ids in their words and their waiters
-// in this process's table: over a shared region they would look right in
-// one process and be wrong across several. Refused until they are ported.
-function notAcrossProcesses (what) {
-  return new SharedRegionError('ERR_REGION_UNSUPPORTED', `${what} does not work on a shared region's memory yet (AsyncLock, wait, notify and waitAsync do): it would not exclude other processes`)
+  return new Int32Array(buffer, offset, bytes / 4)
 }
 
 // A timeout in ms: undefined is forever; otherwise a number ≥ 0 (Infinity allowed).

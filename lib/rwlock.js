@@ -343,7 +343,7 @@ class RwLock {
    */
   constructor (buffer, byteOffset) {
     if (ME > MAX_OWNER) throw new RangeError(`RwLock: threadId ${threadId} is too large (at most ${MAX_OWNER - 1})`)
-    this[VIEW] = sharedView('RwLock', buffer, byteOffset, RwLock.BYTES, true)
+    this[VIEW] = sharedView('RwLock', buffer, byteOffset, RwLock.BYTES)
     // Over a shared region's memory: lib/region-rwlock.js does the work.
     this[REGION] = buffer !== undefined && inRegion(this[VIEW])
   }

@@ -172,7 +172,7 @@ class Semaphore {
     }
     if (buffer === undefined) throw new TypeError('Semaphore: expected a number of permits or a SharedArrayBuffer')
     const n = permits === undefined ? undefined : permitsOf('Semaphore', permits)
-    this[VIEW] = sharedView('Semaphore', buffer, byteOffset, Semaphore.BYTES, true)
+    this[VIEW] = sharedView('Semaphore', buffer, byteOffset, Semaphore.BYTES)
     this[REGION] = inRegion(this[VIEW])
     if (n !== undefined) Atomics.store(this[VIEW], WORD, n)
   }

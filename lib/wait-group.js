@@ -109,7 +109,7 @@ class WaitGroup {
       this[VIEW] = sharedView('WaitGroup', undefined, undefined, WaitGroup.BYTES)
     } else {
       n = count === undefined ? undefined : countOf('WaitGroup', count)
-      this[VIEW] = sharedView('WaitGroup', buffer, byteOffset, WaitGroup.BYTES, true)
+      this[VIEW] = sharedView('WaitGroup', buffer, byteOffset, WaitGroup.BYTES)
     }
     if (n !== undefined) Atomics.store(this[VIEW], COUNT, n)
   }
