@@ -252,6 +252,13 @@ export declare function regionOwner(ta: unknown): number
  */
 export declare function regionOwnerAlive(ta: unknown, owner: number): boolean
 
+/**
+ * `regionPath(ta)`: the path of the region file of `ta`'s memory, as it
+ * was opened (for the files kept beside it); `null` if `ta` is not region
+ * memory.
+ */
+export declare function regionPath(ta: unknown): string | null
+
 /** Whether shared regions work on this platform. */
 export declare function regionSupported(): boolean
 

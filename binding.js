@@ -863,6 +863,7 @@ module.exports.regionMakesShared = nativeBinding.regionMakesShared
 module.exports.regionOpen = nativeBinding.regionOpen
 module.exports.regionOwner = nativeBinding.regionOwner
 module.exports.regionOwnerAlive = nativeBinding.regionOwnerAlive
+module.exports.regionPath = nativeBinding.regionPath
 module.exports.regionSupported = nativeBinding.regionSupported
 module.exports.regionUnlink = nativeBinding.regionUnlink
 module.exports.registerThread = nativeBinding.registerThread
