@@ -63,10 +63,10 @@ export class Mutex {
    * `new Mutex()`: in a fresh SharedArrayBuffer. `new Mutex(buffer,
    * byteOffset)`: the mutex at that place (zeroed bytes the first time);
    * every Mutex built there, in any thread, is the same mutex.
-   * @throws {TypeError} not a SharedArrayBuffer, or a non-number offset
+   * @throws {TypeError} not a SharedArrayBuffer (or a SharedRegion's buffer), or a non-number offset
    * @throws {RangeError} an unaligned, negative or out-of-range offset
    */
-  constructor (buffer?: SharedArrayBuffer, byteOffset?: number)
+  constructor (buffer?: SharedArrayBuffer | ArrayBuffer, byteOffset?: number)
 
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number
@@ -116,7 +116,7 @@ export class Condition {
   static readonly BYTES: number
 
   /** `new Condition()` / `new Condition(buffer, byteOffset)`, like Mutex. */
-  constructor (buffer?: SharedArrayBuffer, byteOffset?: number)
+  constructor (buffer?: SharedArrayBuffer | ArrayBuffer, byteOffset?: number)
 
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number

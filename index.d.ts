@@ -371,7 +371,7 @@ export class AsyncLock {
    *   must start zeroed (unlocked) the first time
    * @param byteOffset a multiple of 4, with 8 bytes room (default 0)
    *   (a shared region's `buffer`: the lock of every process that maps it)
-   * @throws {TypeError} not a SharedArrayBuffer, or a non-number offset
+   * @throws {TypeError} not a SharedArrayBuffer (or a SharedRegion's buffer), or a non-number offset
    * @throws {RangeError} an unaligned, negative or out-of-range offset
    */
   constructor (buffer?: SharedArrayBuffer | ArrayBuffer, byteOffset?: number)
@@ -433,7 +433,7 @@ export class Condition {
   static readonly BYTES: number
 
   /** @param byteOffset a multiple of 4, with 8 bytes room (default 0) */
-  constructor (buffer?: SharedArrayBuffer, byteOffset?: number)
+  constructor (buffer?: SharedArrayBuffer | ArrayBuffer, byteOffset?: number)
 
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number
@@ -490,7 +490,7 @@ export class Semaphore {
    * A semaphore at `byteOffset` of `buffer`. Pass `permits` only where it is
    * created; copies rebuilt in other threads attach to the same count.
    */
-  constructor (buffer: SharedArrayBuffer, byteOffset?: number, permits?: number)
+  constructor (buffer: SharedArrayBuffer | ArrayBuffer, byteOffset?: number, permits?: number)
 
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number
@@ -579,10 +579,10 @@ export class RwLock {
    * @param buffer where the lock lives (a fresh one if omitted); its bytes
    *   must start zeroed the first time
    * @param byteOffset a multiple of 4, with 16 bytes room (default 0)
-   * @throws {TypeError} not a SharedArrayBuffer, or a non-number offset
+   * @throws {TypeError} not a SharedArrayBuffer (or a SharedRegion's buffer), or a non-number offset
    * @throws {RangeError} an unaligned, negative or out-of-range offset
    */
-  constructor (buffer?: SharedArrayBuffer, byteOffset?: number)
+  constructor (buffer?: SharedArrayBuffer | ArrayBuffer, byteOffset?: number)
 
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number
@@ -675,7 +675,7 @@ export class Barrier {
    * only where it is created; copies rebuilt in other threads read it.
    * @throws {RangeError} no `parties`, and none (or an out-of-range count) stored at that offset
    */
-  constructor (buffer: SharedArrayBuffer, byteOffset?: number, parties?: number)
+  constructor (buffer: SharedArrayBuffer | ArrayBuffer, byteOffset?: number, parties?: number)
 
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number
@@ -721,7 +721,7 @@ export class WaitGroup {
   /** A wait group counting from `count` (default 0) in a fresh buffer. */
   constructor (count?: number)
   /** A wait group at `byteOffset` of `buffer`; pass `count` only where it is created. */
-  constructor (buffer: SharedArrayBuffer, byteOffset?: number, count?: number)
+  constructor (buffer: SharedArrayBuffer | ArrayBuffer, byteOffset?: number, count?: number)
 
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number
@@ -758,7 +758,7 @@ export class ManualResetEvent {
   /** An event in a fresh buffer, set if `initiallySet`. */
   constructor (initiallySet?: boolean)
   /** An event at `byteOffset` of `buffer`; pass `initiallySet` only where it is created. */
-  constructor (buffer: SharedArrayBuffer, byteOffset?: number, initiallySet?: boolean)
+  constructor (buffer: SharedArrayBuffer | ArrayBuffer, byteOffset?: number, initiallySet?: boolean)
 
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number
@@ -789,7 +789,7 @@ export class AutoResetEvent {
   /** An event in a fresh buffer, set if `initiallySet`. */
   constructor (initiallySet?: boolean)
   /** An event at `byteOffset` of `buffer`; pass `initiallySet` only where it is created. */
-  constructor (buffer: SharedArrayBuffer, byteOffset?: number, initiallySet?: boolean)
+  constructor (buffer: SharedArrayBuffer | ArrayBuffer, byteOffset?: number, initiallySet?: boolean)
 
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number
@@ -830,10 +830,10 @@ export class Once {
   /**
    * @param buffer a fresh one if omitted; its bytes must start zeroed
    * @param byteOffset a multiple of 4, with 12 bytes room (default 0)
-   * @throws {TypeError} not a SharedArrayBuffer, or a non-number offset
+   * @throws {TypeError} not a SharedArrayBuffer (or a SharedRegion's buffer), or a non-number offset
    * @throws {RangeError} an unaligned, negative or out-of-range offset
    */
-  constructor (buffer?: SharedArrayBuffer, byteOffset?: number)
+  constructor (buffer?: SharedArrayBuffer | ArrayBuffer, byteOffset?: number)
 
   readonly buffer: SharedArrayBuffer
   readonly byteOffset: number

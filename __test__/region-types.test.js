@@ -19,6 +19,7 @@ describe('SharedRegion types (index.d.ts)', () => {
     }
     const user = [
       "import { SharedRegion, SharedRegionError, wait, notify, waitAsync, type SharedRegionOptions, type SharedRegionErrorCode } from 'shared-futex'",
+      "import { AsyncLock, Condition, Semaphore, RwLock, Barrier, WaitGroup, ManualResetEvent, AutoResetEvent, Once, Channel } from 'shared-futex'",
       "const options: SharedRegionOptions = { bytes: 4096, create: true, mode: 0o600, directory: '/dev/shm', processes: 8, waiters: 64 }",
       "const region = SharedRegion.open('types', options)",
       'const words = new Int32Array(region.buffer)',
@@ -32,7 +33,13 @@ describe('SharedRegion types (index.d.ts)', () => {
       'const snapshot = region.locks.query().then((s) => s.held.map((h) => h.clientId))',
       'region.close()',
       "try { SharedRegion.open('x') } catch (e) { if (e instanceof SharedRegionError) { const c: SharedRegionErrorCode = e.code; void c } }",
-      'export { r, n, a, slot, gone, held, maybe, snapshot }'
+      // Every primitive is made over a region's buffer (an ArrayBuffer before Node 24.16).
+      'const b = region.buffer',
+      'const lock = new AsyncLock(b, 0); const cond = new Condition(b, 8); const sem = new Semaphore(b, 16, 2)',
+      'const rw = new RwLock(b, 32); const bar = new Barrier(b, 48, 2); const wg = new WaitGroup(b, 64)',
+      'const ev = new ManualResetEvent(b, 80); const auto = new AutoResetEvent(b, 88); const once = new Once(b, 96)',
+      'const ch = new Channel({ buffer: b, byteOffset: 1024, bytes: 1024 })',
+      'export { r, n, a, slot, gone, held, maybe, snapshot, lock, cond, sem, rw, bar, wg, ev, auto, once, ch }'
     ].join('\n')
     assert.deepStrictEqual(check(user), [])
     assert.strictEqual(check("import { SharedRegion } from 'shared-futex'\nSharedRegion.open('x', { size: 5 })").length, 1)
