@@ -1,8 +1,8 @@
 'use strict'
 // WaitGroup, Barrier, ManualResetEvent and AutoResetEvent over a shared
 // region: the same object in every thread of every process that maps it.
-// Real processes (fixtures/region-primitives-child.js, a main thread and a
-// worker each), each with a hard timeout.
+// Real processes (fixtures/region-primitives-child.js, a main thread and
+// two workers each: THREADS), each with a hard timeout.
 const assert = require('assert')
 const path = require('path')
 const { test, describe } = require('./harness')
@@ -13,6 +13,7 @@ const { Mutex, Condition: AtomicsCondition } = require('../atomics-mutex')
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'region-primitives-child.js')
 const HARD_TIMEOUT = 40000
+const THREADS = 3 // of each child process
 const ARRIVED = 16
 const RELEASED = 17
 const CONSUMED = 18
@@ -60,18 +61,18 @@ describe('ownerless primitives in a shared region', skip, () => {
     }
     assert.strictEqual(await local, true)
     await allExit(waiters)
-    assert.strictEqual(Atomics.load(w, RELEASED), 6)
+    assert.strictEqual(Atomics.load(w, RELEASED), 3 * THREADS)
     SharedRegion.unlink(name)
   })
 
-  test('Barrier: 4 processes × (main thread + worker), 200 generations, nobody passes early', { timeout: 60000 }, async () => {
+  test('Barrier: 4 processes × (main thread + 2 workers), 200 generations, nobody passes early', { timeout: 60000 }, async () => {
     const { name, region, w } = fresh()
-    const barrier = new Barrier(region.buffer, 16, 8)
-    Atomics.store(w, PARTIES, 8)
+    const barrier = new Barrier(region.buffer, 16, 4 * THREADS)
+    Atomics.store(w, PARTIES, 4 * THREADS)
     const kids = [0, 1, 2, 3].map(() => child(['barrier', name, '200']))
     await allExit(kids)
     assert.strictEqual(Atomics.load(w, ERRORS), 0)
-    assert.strictEqual(Atomics.load(w, ARRIVED), 8 * 200)
+    assert.strictEqual(Atomics.load(w, ARRIVED), 4 * THREADS * 200)
     assert.strictEqual(barrier.waiting, 0)
     assert.strictEqual(barrier.isBroken, false)
     SharedRegion.unlink(name)
@@ -79,13 +80,13 @@ describe('ownerless primitives in a shared region', skip, () => {
 
   test('Barrier: a party that times out breaks it for the parties of other processes', { timeout: 60000 }, async () => {
     const { name, region, w } = fresh()
-    const barrier = new Barrier(region.buffer, 16, 4)
-    Atomics.store(w, PARTIES, 4)
-    // One child (2 parties) arrives, and this thread's party, which times out: the
+    const barrier = new Barrier(region.buffer, 16, THREADS + 2)
+    Atomics.store(w, PARTIES, THREADS + 2)
+    // One child's parties arrive, and this thread's party, which times out: the
     // generation breaks and the child's parties throw (their ERRORS stays 0,
     // their process exits 1 with BarrierBrokenError).
     const kid = child(['barrier', name, '1'])
-    await until(() => barrier.waiting === 2, 'both parties of the child to arrive')
+    await until(() => barrier.waiting === THREADS, 'the parties of the child to arrive')
     await assert.rejects(barrier.waitAsync({ timeout: 50 }), { name: 'LockTimeoutError' })
     assert.strictEqual(barrier.isBroken, true)
     assert.deepStrictEqual(await kid.exited, { code: 1, signal: null })
@@ -105,7 +106,7 @@ describe('ownerless primitives in a shared region', skip, () => {
     ev.set()
     assert.strictEqual(await local, true)
     await allExit(kids)
-    assert.strictEqual(Atomics.load(w, RELEASED), 6)
+    assert.strictEqual(Atomics.load(w, RELEASED), 3 * THREADS)
     ev.reset()
     assert.strictEqual(await ev.waitAsync({ timeout: 20 }), false)
     SharedRegion.unlink(name)
@@ -144,7 +145,7 @@ describe('ownerless primitives in a shared region', skip, () => {
     const { name, region } = fresh()
     const wg = new WaitGroup(region.buffer, 0, 1)
     const kid = child(['wg-wait', name])
-    await until(() => binding.regionInfo(new Int32Array(region.buffer), 1).queued === 2, 'both waiters of the child to queue')
+    await until(() => binding.regionInfo(new Int32Array(region.buffer), 1).queued === THREADS, 'the waiters of the child to queue')
     kid.kill('SIGKILL')
     await kid.exited
     wg.done()
@@ -249,13 +250,13 @@ describe('Semaphore in a shared region', skip, () => {
     return r
   }
 
-  test('4 processes × (main thread + worker), 1 and 2 permits at a time: never more holders than permits', { timeout: 60000 }, async () => {
+  test('4 processes × (main thread + 2 workers), 1 and 2 permits at a time: never more holders than permits', { timeout: 60000 }, async () => {
     for (const wanted of [1, 2]) {
       const { name, w, sem } = semaphore(3, wanted)
       const kids = [0, 1, 2, 3].map(() => child(['sem-loop', name, '300']))
       await allExit(kids)
       assert.strictEqual(Atomics.load(w, ERRORS), 0)
-      assert.strictEqual(Atomics.load(w, TURNS), 4 * 2 * 300)
+      assert.strictEqual(Atomics.load(w, TURNS), 4 * THREADS * 300)
       assert.strictEqual(sem.value, 3, 'every permit back')
       SharedRegion.unlink(name)
     }
@@ -347,12 +348,12 @@ describe('RwLock in a shared region', skip, () => {
     return r
   }
 
-  test('4 processes × (main thread + worker), reads and writes: writers alone, readers together', { timeout: 60000 }, async () => {
+  test('4 processes × (main thread + 2 workers), reads and writes: writers alone, readers together', { timeout: 60000 }, async () => {
     const { name, w, rw } = rwlock()
     const kids = [0, 1, 2, 3].map((k) => child(['rw-loop', name, '300', String(k)]))
     await allExit(kids)
     assert.strictEqual(Atomics.load(w, ERRORS), 0)
-    assert.strictEqual(Atomics.load(w, TURNS), 4 * 2 * 300)
+    assert.strictEqual(Atomics.load(w, TURNS), 4 * THREADS * 300)
     assert.strictEqual(rw.readers, 0)
     assert.strictEqual(rw.isWriteLocked, false)
     SharedRegion.unlink(name)
@@ -463,7 +464,7 @@ describe('RwLock in a shared region', skip, () => {
 })
 
 describe('Once and the Atomics.Mutex shape in a shared region', skip, () => {
-  test('Once: 4 processes × (main thread + worker) call it together; fn runs exactly once', { timeout: 60000 }, async () => {
+  test('Once: 4 processes × (main thread + 2 workers) call it together; fn runs exactly once', { timeout: 60000 }, async () => {
     const { name, region, w } = fresh()
     const once = new Once(region.buffer, 432)
     const kids = [0, 1, 2, 3].map(() => child(['once-run', name]))
@@ -488,12 +489,12 @@ describe('Once and the Atomics.Mutex shape in a shared region', skip, () => {
     SharedRegion.unlink(name)
   })
 
-  test('Atomics.Mutex: 4 processes × (main thread + worker) increment a plain counter under it', { timeout: 60000 }, async () => {
+  test('Atomics.Mutex: 4 processes × (main thread + 2 workers) increment a plain counter under it', { timeout: 60000 }, async () => {
     const { name, region, w } = fresh()
     const mutex = new Mutex(region.buffer, 448)
     const kids = [0, 1, 2, 3].map(() => child(['mutex-count', name, '500']))
     await allExit(kids)
-    assert.strictEqual(w[COUNTER], 4 * 2 * 500)
+    assert.strictEqual(w[COUNTER], 4 * THREADS * 500)
     const token = Mutex.lockIfAvailable(mutex, 0)
     assert.ok(token !== null && token.locked)
     // A Condition of the proposal's shape waits with it, across processes too.
