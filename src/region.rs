@@ -481,6 +481,11 @@ mod os {
                 ));
             }
             // Mapped already: this process shares that mapping (and slot).
+            // The new buffer counts as a user before the registry's lock is
+            // let go, so that the last old buffer's finalizer, which removes
+            // the region under the write lock once it has no user, either
+            // sees this one or has removed the region before this lookup.
+            existing.users.fetch_add(1, AcqRel);
             return Ok((existing.clone(), true));
         }
         let mut size = st.st_size as usize;
@@ -573,7 +578,8 @@ mod os {
             control: layout.bytes(),
             id,
             path: path.to_owned(),
-            users: AtomicUsize::new(0),
+            // The buffer about to be made over it (see the lookup above).
+            users: AtomicUsize::new(1),
             closing: AtomicBool::new(false),
             pending: Mutex::new(PendingSet::default()),
             listener: Mutex::new(false),
@@ -781,7 +787,7 @@ pub fn region_open<'env>(
     let raw_env = env.raw();
     let data = unsafe { region.base.add(region.control) } as *mut c_void;
     let len = region.len - region.control;
-    region.users.fetch_add(1, AcqRel);
+    // (`users` already counts the buffer made here: `os::open`.)
     let hint = Arc::into_raw(region.clone()) as *mut c_void;
     let mut value = ptr::null_mut();
     let (status, shared) = match *CREATE_EXTERNAL_SAB {
