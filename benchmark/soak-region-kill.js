@@ -28,6 +28,7 @@ const fs = require('fs')
 const path = require('path')
 const { performance } = require('perf_hooks')
 const { until, startChild, regionsUnsupported } = require('../__test__/util')
+const { generator } = require('../__test__/fixtures/stress')
 
 const ROOT = path.join(__dirname, '..')
 const FIXTURE = path.join(ROOT, '__test__', 'fixtures', 'region-kill-child.js')
@@ -66,18 +67,6 @@ function parse (argv) {
   if (args.seconds !== null) args.rounds = Infinity
   if (args.seed === null) args.seed = Math.floor(Math.random() * 0x7fffffff)
   return args
-}
-
-// mulberry32: a small seeded generator, [0, 1).
-function random (seed) {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -201,7 +190,7 @@ async function main () {
         const seed = (args.seed + done) >>> 0
         const round = done++
         try {
-          await cycle.round(random(seed)() * 10)
+          await cycle.round(generator(seed)() * 10)
         } catch (e) {
           failed = { round, seed, what: e.message }
           failures.push(failed)
