@@ -74,6 +74,10 @@ class Holds {
     this.me = binding.regionOwner(user)
     this.tableMe = binding.regionOwner(words)
     this.wakes = []
+    // Where this thread's entries are (object → entry), checked on use: a
+    // release by another thread can empty one.
+    this.cache = new Map()
+    this.hint = ENTRIES_AT
     if (Atomics.load(words, IDENTITY) !== identity) {
       // A new table, or one left by an earlier region of this name: its log
       // and its entries are of another region's memory.
@@ -146,29 +150,32 @@ class Holds {
   // A wake-up of every waiter of user[i], made once the mutex is let go.
   wake (i) { this.wakes.push(i) }
 
-  // The entry of `owner` for the object at user[word], or -1.
-  find (owner, word) {
+  // This thread's entry for the object at user[word] that this table made
+  // (the last one), or -1. A thread whose holds were also recorded through
+  // another buffer over the region has other entries too: they count the
+  // same (a release pays this thread's entries first, `payOthers`).
+  mine (word) {
     const w = this.w
     const object = word * 4 + 1
-    for (let e = ENTRIES_AT; e < ENTRIES_AT + ENTRIES * ENTRY_WORDS; e += ENTRY_WORDS) {
-      if (Atomics.load(w, e + OBJECT) === object && Atomics.load(w, e + OWNER) === owner) return e
-    }
-    return -1
+    const e = this.cache.get(object)
+    return e !== undefined && Atomics.load(w, e + OWNER) === this.me && Atomics.load(w, e + OBJECT) === object ? e : -1
   }
 
   // How much this thread holds of the object at user[word].
   held (word) {
-    const e = this.find(this.me, word)
+    const e = this.mine(word)
     return e === -1 ? 0 : Atomics.load(this.w, e + COUNT)
   }
 
   // Adds `n` (may be negative) to this thread's hold of the object.
   add (word, kind, n) {
     const w = this.w
-    let e = this.find(this.me, word)
+    let e = this.mine(word)
     if (e === -1) {
       if (n <= 0) return
-      e = this.free(kind)
+      const last = this.cache.get(word * 4 + 1)
+      e = last !== undefined && Atomics.load(w, last + OWNER) === 0 ? last : this.free()
+      this.cache.set(word * 4 + 1, e)
       this.set(1, e + OBJECT, word * 4 + 1)
       this.set(1, e + KIND, kind)
       this.set(1, e + COUNT, n)
@@ -180,19 +187,23 @@ class Holds {
     if (count <= 0) this.set(1, e + OWNER, 0)
   }
 
-  // Takes up to `n` of the object off the holds of others (a release made
-  // by a thread that did not acquire); returns how much it found.
+  // Takes up to `n` of the object off the holds of this thread's other
+  // entries, then of other threads' (a release made by a thread that did
+  // not acquire); returns how much it found.
   payOthers (word, n) {
     const w = this.w
     const object = word * 4 + 1
     let paid = 0
-    for (let e = ENTRIES_AT; e < ENTRIES_AT + ENTRIES * ENTRY_WORDS && paid < n; e += ENTRY_WORDS) {
-      if (Atomics.load(w, e + OWNER) === 0 || Atomics.load(w, e + OBJECT) !== object) continue
-      const count = Atomics.load(w, e + COUNT)
-      const take = Math.min(count, n - paid)
-      paid += take
-      this.set(1, e + COUNT, count - take)
-      if (count === take) this.set(1, e + OWNER, 0)
+    for (let pass = 0; pass < 2 && paid < n; pass++) {
+      for (let e = ENTRIES_AT; e < ENTRIES_AT + ENTRIES * ENTRY_WORDS && paid < n; e += ENTRY_WORDS) {
+        const owner = Atomics.load(w, e + OWNER)
+        if (owner === 0 || (owner === this.me) !== (pass === 0) || Atomics.load(w, e + OBJECT) !== object) continue
+        const count = Atomics.load(w, e + COUNT)
+        const take = Math.min(count, n - paid)
+        paid += take
+        this.set(1, e + COUNT, count - take)
+        if (count === take) this.set(1, e + OWNER, 0)
+      }
     }
     return paid
   }
@@ -200,9 +211,14 @@ class Holds {
   // A free entry; the entries of dead owners are given back first when
   // there is none.
   free () {
+    const end = ENTRIES_AT + ENTRIES * ENTRY_WORDS
     for (let pass = 0; pass < 2; pass++) {
-      for (let e = ENTRIES_AT; e < ENTRIES_AT + ENTRIES * ENTRY_WORDS; e += ENTRY_WORDS) {
-        if (Atomics.load(this.w, e + OWNER) === 0) return e
+      // From where the last search stopped, round the table.
+      for (let k = 0, e = this.hint; k < ENTRIES; k++, e = e + ENTRY_WORDS === end ? ENTRIES_AT : e + ENTRY_WORDS) {
+        if (Atomics.load(this.w, e + OWNER) === 0) {
+          this.hint = e
+          return e
+        }
       }
       if (pass === 0) this.sweep(-1)
     }
