@@ -18,7 +18,8 @@
 //     LEN, HASH the name's length in UTF-16 code units, and a hash of it
 //     NAME..    the name, two code units per word
 //
-// Every change is made under the mutex. A request waits on its slot's STATE
+// Every change is made under the mutex; the next holder of a mutex whose
+// holder died processes every queue again. A request waits on its slot's STATE
 // word (the region's shared queues): the process that grants it (any
 // process, under the mutex) stores HELD and wakes it. Waiters wake every
 // SLICE ms to sweep: requests and locks of threads that are gone (a process
@@ -32,7 +33,7 @@ const binding = require('./native')
 const futex = require('./futex')
 const { enqueueAsync, cancelAsync } = futex.internal
 const { AsyncLock } = require('./lock')
-const { SharedRegionError, DeadlockError } = require('./errors')
+const { SharedRegionError, DeadlockError, OWNER_DIED } = require('./errors')
 const { checkCanBlock } = require('./host')
 const { parse, reasonOf, domError, newLock, adopt } = require('./web-locks').internal
 
@@ -144,8 +145,12 @@ function infoOf (w, s) {
   }
 }
 
+// Runs fn under the table's mutex. A mutex taken over from a thread that
+// died holding it may have been left between two steps of an operation
+// (a lock freed, its queue not processed yet): every queue with a request
+// pending is processed again first.
 function locked (m, fn) {
-  m.mutex.lock()
+  if (m.mutex.lock() === OWNER_DIED) recover(m.w)
   try {
     return fn()
   } finally {
@@ -225,6 +230,14 @@ function sweep (m) {
     if (owner === m.me || binding.regionOwnerAlive(w, owner)) continue
     if (st === HELD || st === PENDING) names.add(nameOf(w, s))
     Atomics.store(w, b + STATE, FREE)
+  }
+  for (const name of names) processQueue(w, name)
+}
+
+function recover (w) {
+  const names = new Set()
+  for (let s = 0; s < SLOTS; s++) {
+    if (Atomics.load(w, at(s) + STATE) === PENDING) names.add(nameOf(w, s))
   }
   for (const name of names) processQueue(w, name)
 }
