@@ -55,8 +55,13 @@ export interface SynckitOptions {
  */
 export function createSyncFn<T extends AnyFn> (workerPath: string | FileURL, timeoutOrOptions?: SynckitOptions | number): SyncFn<T> & Syncify<T>
 
-/** In a worker of createSyncFn's: answer its calls with `fn`, one at a time. Elsewhere: does nothing. */
+/** In a worker of createSyncFn's: answer its calls with `fn`, each as it comes (as synckit: a call does not wait for the one before). Elsewhere: does nothing. */
 export function runAsWorker<T extends AnyFn<Promise<R> | R>, R = ReturnType<T>> (fn: T): void
+
+/** synckit's version comparison: 1, 0 or -1 as `version1` is above, equal to or below `version2`. */
+export function compareVersion (version1: string, version2: string): 1 | 0 | -1
+/** This Node's version compared with `version` (`compareVersion(process.versions.node, version)`). */
+export function compareNodeVersion (version: string): 1 | 0 | -1
 
 export declare const DEFAULT_GLOBAL_SHIMS_PRESET: GlobalShim[]
 export declare const DEFAULT_TIMEOUT: number | undefined

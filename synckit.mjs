@@ -5,6 +5,8 @@ const cjs = createRequire(import.meta.url)('./synckit.js')
 export const {
   createSyncFn,
   runAsWorker,
+  compareVersion,
+  compareNodeVersion,
   TsRunner,
   DEFAULT_GLOBAL_SHIMS_PRESET,
   DEFAULT_TIMEOUT,

@@ -70,6 +70,16 @@ describe('shared-futex/synckit', INSTALLED ? { skip: 'its fixtures are inside no
     assert.strictEqual(r.after, 8)
   })
 
+  test('calls are served as they come: after a call that timed out and still runs, the next answers; its late answer is dropped', T, async () => {
+    const r = await scenario('concurrent')
+    assert.strictEqual(r.hung.class, 'SyncCallTimeoutError', JSON.stringify(r))
+    assert.strictEqual(r.hung.code, 'ERR_SYNC_CALL_TIMEOUT')
+    assert.match(r.hung.message, /^Internal error: Atomics\.wait\(\) failed: timed-out: /) // synckit's words
+    assert.strictEqual(r.next, 7)
+    assert.strictEqual(r.released, 'released')
+    assert.strictEqual(r.after, 8)
+  })
+
   test('SYNCKIT_TIMEOUT and SYNCKIT_EXEC_ARGV: the default timeout and execArgv', T, async () => {
     const r = await scenario('env', { SYNCKIT_TIMEOUT: '100', SYNCKIT_EXEC_ARGV: '--no-warnings,--no-deprecation' })
     assert.deepStrictEqual(r.argv, ['--no-warnings', '--no-deprecation'])
@@ -106,9 +116,13 @@ describe('shared-futex/synckit', INSTALLED ? { skip: 'its fixtures are inside no
       assert.strictEqual(r[key].class, 'TypeError', `${key}: ${JSON.stringify(r[key])}`)
     }
     assert.match(r.unknown.message, /unknown option "timout"/)
+    // synckit's messages, which its users and tests match.
+    assert.match(r.relative.message, /`workerPath` must be absolute/)
+    assert.strictEqual(r.badRunner.message, 'Unknown ts runner: deno')
     assert.strictEqual(r.notInstalled.class, 'Error')
-    assert.match(r.notInstalled.message, /needs the package ts-node/)
-    assert.match(r.swcNotInstalled.message, /needs the package @swc-node\/register/)
+    assert.match(r.notInstalled.message, /needs the package esbuild-register/)
+    assert.match(r.runnerNotInstalled.message, /needs the package esbuild-runner/)
+    assert.deepStrictEqual(r.compare, [1, 0, -1, 0])
     assert.strictEqual(r.runAsWorkerMain, 'undefined') // outside a worker: nothing, as synckit
     assert.deepStrictEqual(r.TsRunner, {
       Node: 'node', Bun: 'bun', TsNode: 'ts-node', EsbuildRegister: 'esbuild-register', EsbuildRunner: 'esbuild-runner', OXC: 'oxc', SWC: 'swc', TSX: 'tsx'

@@ -141,7 +141,25 @@ async function next () {
   }
 }
 
-async function serve (fn) {
+// A call of `concurrent` serving: answered when its handler settles, while
+// the next calls are taken.
+function start (fn, id, args) {
+  let value
+  try {
+    value = fn(...args)
+  } catch (e) {
+    answer(id, false, e)
+    return
+  }
+  Promise.resolve(value).then((v) => answer(id, true, v), (e) => answer(id, false, e))
+}
+
+// Takes the calls and answers them: one at a time (serveSync), or, where
+// `concurrent` (synckit's runAsWorker, lib/synckit.js), each as it comes, as
+// synckit's worker does: a call that timed out and still runs does not hold
+// up the next ones. The output of concurrent calls goes with the next
+// answer sent, whichever call's it was.
+async function serve (fn, concurrent) {
   // V8's Atomics.waitAsync keeps no event loop alive: while serving, a timer
   // does (as the addon's async waits do for recvAsync).
   const alive = bell === null ? null : setInterval(() => {}, 0x7fffffff)
@@ -161,6 +179,10 @@ async function serve (fn) {
       call = decode(posted.msg)
     }
     if (captured === null) captured = []
+    if (concurrent) {
+      start(fn, call.id, call.payload)
+      continue
+    }
     let ok = true
     let value
     try {
@@ -188,10 +210,10 @@ function setUp () {
   capture(process.stdout, 1)
   capture(process.stderr, 2)
 
-  globalThis[SERVE] = (fn) => {
+  globalThis[SERVE] = (fn, concurrent) => {
     if (serving) throw new Error('serveSync: called twice in one worker')
     serving = true
-    serve(fn).catch((e) => {
+    serve(fn, concurrent === true).catch((e) => {
       report('uncaught', e)
       process.exit(1)
     })

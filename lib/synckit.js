@@ -5,7 +5,8 @@
 const fs = require('fs')
 const path = require('path')
 const { fileURLToPath, pathToFileURL, URL } = require('url')
-const { createSyncFn: create, serveSync, internal } = require('./sync-call')
+const { createSyncFn: create, internal } = require('./sync-call')
+const { SyncCallTimeoutError } = require('./errors')
 const { show } = require('./options')
 
 const TsRunner = Object.freeze({
@@ -38,10 +39,11 @@ const DEFAULT_GLOBAL_SHIMS_PRESET = [
 
 const OPTIONS = ['timeout', 'execArgv', 'tsRunner', 'transferList', 'globalShims']
 
-// Node versions, compared as synckit does.
-function compareNodeVersion (version) {
-  const a = process.versions.node.split('.').map(Number)
-  const b = version.split('.').map(Number)
+// Versions compared as synckit compares them (its exported helpers):
+// 1, 0 or -1 as `version1` is above, equal to or below `version2`.
+function compareVersion (version1, version2) {
+  const a = version1.split('.').map(Number.parseFloat)
+  const b = version2.split('.').map(Number.parseFloat)
   for (let k = 0; k < Math.max(a.length, b.length); k++) {
     const x = a[k] || 0
     const y = b[k] || 0
@@ -49,6 +51,8 @@ function compareNodeVersion (version) {
   }
   return 0
 }
+// This Node's version against `version`.
+const compareNodeVersion = (version) => compareVersion(process.versions.node, version)
 const STRIP_TYPES_NODE_VERSION = '22.6'
 const TRANSFORM_TYPES_NODE_VERSION = '22.7'
 const DEFAULT_TYPES_NODE_VERSION = '23.6'
@@ -158,7 +162,7 @@ function runnerArgv (file, execArgv, tsRunner) {
     .concat(TS_ESM_PARTIAL_SUPPORTED ? ['oxc', 'swc'] : [])
     .concat(!esm || TS_ESM_PARTIAL_SUPPORTED ? [] : ['tsx'])
   if (ext !== '.ts' && unsupported.includes(runner)) {
-    throw new Error(`createSyncFn(${file}): tsRunner '${runner}' does not run ${ext} files${!esm || TS_ESM_PARTIAL_SUPPORTED ? ": try 'tsx'" : MTS_SUPPORTED ? ": try 'oxc' or 'swc'" : ''}`)
+    throw new Error(`createSyncFn(${file}): ${runner} is not supported for ${ext} files yet${!esm || TS_ESM_PARTIAL_SUPPORTED ? ": try tsRunner 'tsx'" : MTS_SUPPORTED ? ": try tsRunner 'oxc' or 'swc'" : ''}`)
   }
   switch (runner) {
     case 'bun':
@@ -166,9 +170,9 @@ function runnerArgv (file, execArgv, tsRunner) {
       return execArgv
     case 'node':
       if (compareNodeVersion(STRIP_TYPES_NODE_VERSION) < 0) {
-        throw new Error(`createSyncFn(${file}): tsRunner 'node' needs Node ${STRIP_TYPES_NODE_VERSION}+ (type stripping), this is ${process.version}`)
+        throw new Error(`createSyncFn(${file}): tsRunner 'node': type stripping is not supported in this node version (${process.version}; it needs Node ${STRIP_TYPES_NODE_VERSION}+)`)
       }
-      if (noStripTypes) throw new Error(`createSyncFn(${file}): tsRunner 'node': type stripping is disabled (${NO_STRIP_TYPES_FLAG})`)
+      if (noStripTypes) throw new Error(`createSyncFn(${file}): tsRunner 'node': type stripping is disabled explicitly (${NO_STRIP_TYPES_FLAG})`)
       if (compareNodeVersion(DEFAULT_TYPES_NODE_VERSION) >= 0) return execArgv
       if (compareNodeVersion(TRANSFORM_TYPES_NODE_VERSION) >= 0) {
         return execArgv.includes(TRANSFORM_TYPES_FLAG) ? execArgv : [TRANSFORM_TYPES_FLAG].concat(execArgv)
@@ -196,6 +200,25 @@ function runnerArgv (file, execArgv, tsRunner) {
   }
   /* istanbul ignore next */
   throw new Error(`unknown tsRunner ${runner}`)
+}
+
+// Under Yarn Plug'n'Play: the execArgv of a worker with its runtime
+// (--require .pnp.cjs) and ES module loader (.pnp.loader.mjs, where it
+// exists), as synckit adds them, unless NODE_OPTIONS (which workers
+// inherit) or execArgv already has them.
+function pnpArgv (execArgv) {
+  if (!process.versions.pnp) return execArgv
+  let api = null
+  for (const from of [undefined, { paths: [process.cwd()] }]) {
+    try {
+      api = require.resolve('pnpapi', from)
+      break
+    } catch {}
+  }
+  if (api === null || execArgv.includes(api) ||
+    NODE_OPTIONS.some((o, k) => (o === '-r' || o === '--require') && NODE_OPTIONS[k + 1] === api)) return execArgv
+  const loader = path.resolve(api, '../.pnp.loader.mjs')
+  return (isFile(loader) ? ['--loader', pathToFileURL(loader).href] : []).concat(['-r', api], execArgv)
 }
 
 // A GlobalShim as an import statement and the assignment of its global.
@@ -253,8 +276,10 @@ function optionsOf (timeoutOrOptions) {
     throw new TypeError(`createSyncFn: execArgv must be an array of strings, got ${show(execArgv)}`)
   }
   const tsRunner = pick('tsRunner', DEFAULT_TS_RUNNER)
+  // synckit's message (it checks only for a TypeScript worker), as a
+  // TypeError, for any worker.
   if (tsRunner !== undefined && !RUNNERS.includes(tsRunner)) {
-    throw new TypeError(`createSyncFn: ${given.tsRunner === undefined ? 'SYNCKIT_TS_RUNNER' : 'tsRunner'} must be one of ${RUNNERS.join(', ')}, got ${show(tsRunner)}`)
+    throw new TypeError(`Unknown ts runner: ${String(tsRunner)}` + (given.tsRunner === undefined ? ` (SYNCKIT_TS_RUNNER; the runners: ${RUNNERS.join(', ')})` : ''))
   }
   const transferList = pick('transferList', [])
   if (!Array.isArray(transferList)) throw new TypeError(`createSyncFn: transferList must be an array, got ${show(transferList)}`)
@@ -263,6 +288,7 @@ function optionsOf (timeoutOrOptions) {
 }
 
 let cache = null
+const TIMED_OUT = 'Internal error: Atomics.wait() failed: timed-out'
 
 /**
  * synckit's createSyncFn: a function that calls the `runAsWorker` handler of
@@ -279,11 +305,11 @@ function createSyncFn (workerPath, timeoutOrOptions) {
   const cached = cache.get(file)
   if (cached !== undefined) return cached
   if (!path.isAbsolute(file)) {
-    throw new TypeError(`createSyncFn: workerPath must be absolute (use require.resolve or new URL(…, import.meta.url)), got ${JSON.stringify(file)}`)
+    throw new TypeError(`createSyncFn: \`workerPath\` must be absolute (use require.resolve or new URL(…, import.meta.url)), got ${JSON.stringify(file)}`)
   }
   const opts = optionsOf(timeoutOrOptions)
   const target = resolveFile(file)
-  let execArgv = runnerArgv(target, opts.execArgv, opts.tsRunner)
+  let execArgv = pnpArgv(runnerArgv(target, opts.execArgv, opts.tsRunner))
   const shims = opts.globalShims.filter((s) => isPkgAvailable(s.moduleName))
   if (shims.length > 0) {
     if (!MODULE_REGISTER_SUPPORTED || !IMPORT_FLAG_SUPPORTED) {
@@ -292,28 +318,47 @@ function createSyncFn (workerPath, timeoutOrOptions) {
     const source = shims.map(shimSource).join('')
     execArgv = ['--import', `data:text/javascript,${encodeURIComponent(source)}`].concat(execArgv)
   }
-  const fn = create(target, {
+  const call = create(target, {
     timeout: opts.timeout,
     workerOptions: { execArgv, transferList: opts.transferList }
   })
+  // A timeout keeps its class (SyncCallTimeoutError, code
+  // ERR_SYNC_CALL_TIMEOUT) and says it with synckit's words too, which
+  // callers match.
+  const fn = function syncFn (...args) {
+    try {
+      return call(...args)
+    } catch (e) {
+      if (e instanceof SyncCallTimeoutError) e.message = `${TIMED_OUT}: ${e.message}`
+      throw e
+    }
+  }
+  fn.close = call.close
+  for (const key of [Symbol.asyncDispose, Symbol.dispose]) {
+    if (typeof key === 'symbol') fn[key] = call[key]
+  }
   cache.set(file, fn)
   return fn
 }
 
 /**
  * synckit's runAsWorker: in a worker of createSyncFn's, answers its calls
- * with `fn(...args)`; elsewhere (a main thread, another worker) does
- * nothing, as synckit does.
+ * with `fn(...args)`, each as it comes (as synckit's worker: a call that
+ * timed out and still runs does not hold up the next); elsewhere (a main
+ * thread, another worker) does nothing, as synckit does.
  */
 function runAsWorker (fn) {
   if (typeof fn !== 'function') throw new TypeError(`runAsWorker: expected a function, got ${show(fn)}`)
-  if (typeof globalThis[internal.SERVE] !== 'function') return
-  serveSync(fn)
+  const serve = globalThis[internal.SERVE]
+  if (typeof serve !== 'function') return
+  serve(fn, true)
 }
 
 module.exports = {
   createSyncFn,
   runAsWorker,
+  compareVersion,
+  compareNodeVersion,
   TsRunner,
   DEFAULT_GLOBAL_SHIMS_PRESET,
   DEFAULT_TIMEOUT,
