@@ -40,7 +40,7 @@
 // whole measurement (lib/spinners.js, as scenarios 12 and 13 of run.js).
 //
 // Servers: redis-server (Debian's `redis-server` package) on 127.0.0.1, a
-// free port, a temporary directory, no persistence; PostgreSQL: initdb into a
+// free port, a temporary directory, no persistence; PostgreSQL (scripts/pg-cluster.js): initdb into a
 // temporary directory, then `postgres` itself on 127.0.0.1 and a free port
 // (fsync off; unix socket in the temporary directory). Both run as children
 // of this process under `setpriv --pdeathsig KILL` (so they die with it, even
@@ -60,7 +60,7 @@ const fs = require('fs')
 const os = require('os')
 const net = require('net')
 const path = require('path')
-const { fork, spawn, execFile, execFileSync } = require('child_process')
+const { fork, spawn, execFileSync } = require('child_process')
 const { ROOT } = require('./lib/impl')
 const { histogram, add, quantile } = require('./lib/histogram')
 const { summary } = require('./lib/stats')
@@ -68,6 +68,7 @@ const { figure, ratio } = require('./lib/format')
 const { machine, describe, cpuClock } = require('./lib/machine')
 const { startSpinners, stopSpinners } = require('./lib/spinners')
 const { addChildrenCpu } = require('./lib/child')
+const pgCluster = require('../scripts/pg-cluster')
 
 const CHILD = path.join(__dirname, 'children', 'lock-contender.js')
 const REGION_BYTES = 64
@@ -347,95 +348,22 @@ async function startRedis () {
 }
 
 // --- PostgreSQL ----------------------------------------------------------------------
-function postgresBin () {
-  const dirs = []
-  if (process.env.PG_BIN) dirs.push(process.env.PG_BIN)
-  try {
-    const versions = fs.readdirSync('/usr/lib/postgresql').filter((v) => /^\d+$/.test(v)).sort((a, b) => b - a)
-    for (const v of versions) dirs.push(`/usr/lib/postgresql/${v}/bin`)
-  } catch {}
-  const onPath = which('pg_ctl')
-  if (onPath) dirs.push(path.dirname(fs.realpathSync(onPath)))
-  dirs.push('/usr/local/bin', '/usr/local/pgsql/bin')
-  for (const d of dirs) {
-    if (fs.existsSync(path.join(d, 'initdb')) && fs.existsSync(path.join(d, 'postgres'))) return d
-  }
-  throw new Error(`no PostgreSQL binaries (initdb and postgres) in ${dirs.join(', ')}`)
-}
-
-function run (cmd, args, opts) {
-  return new Promise((resolve, reject) => {
-    execFile(cmd, args, { timeout: 120000, killSignal: 'SIGKILL', maxBuffer: 16 << 20, ...opts }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`${path.basename(args.find((a) => a.startsWith('/')) || cmd)}: ${err.killed ? 'killed after its time limit' : `exit code ${err.code}`}\n${(stderr || stdout || '').trim().slice(-2000)}`))
-      else resolve(stdout)
-    })
-  })
-}
-
-async function pgReady (info) {
-  const { Client } = require('pg')
-  const c = new Client({ ...info, connectionTimeoutMillis: 2000 })
-  c.on('error', () => {})
-  try {
-    await c.connect()
-    const r = await c.query('SHOW server_version')
-    return r.rows[0].server_version
-  } catch {
-    return null
-  } finally {
-    c.end().catch(() => {})
-  }
-}
-
+// A throwaway cluster (scripts/pg-cluster.js), stopped by cleanup() with the
+// other servers.
 async function startPostgres () {
-  require('pg') // fail early if the client is missing
-  const bin = postgresBin()
-  const root = typeof process.getuid === 'function' && process.getuid() === 0
-  const user = root ? 'postgres' : null
-  const dir = tempDir('pg')
-  if (root) {
-    let uid, gid
-    try {
-      uid = Number(execFileSync('id', ['-u', user], { encoding: 'utf8' }))
-      gid = Number(execFileSync('id', ['-g', user], { encoding: 'utf8' }))
-    } catch {
-      throw new Error('running as root and there is no `postgres` user to run PostgreSQL as (PostgreSQL refuses root)')
-    }
-    fs.chownSync(dir, uid, gid)
+  const cluster = await pgCluster.startPostgres({ maxConnections: 30 })
+  const s = {
+    get child () { return cluster.child },
+    get exit () { return cluster.exit },
+    stop: () => cluster.stop(),
+    kill: () => cluster.kill()
   }
-  const data = path.join(dir, 'data')
-  const [icmd, iargs] = asServerUser(path.join(bin, 'initdb'), ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync',
-    '--no-instructions', '--locale=C', '-E', 'UTF8'], user)
-  await run(icmd, iargs, { cwd: dir })
-  let lastError = null
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const port = await freePort()
-    const [cmd, args] = asServerUser(path.join(bin, 'postgres'), ['-D', data, '-p', String(port),
-      '-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${dir}`,
-      '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off',
-      '-c', 'dynamic_shared_memory_type=mmap', // its segments in the data directory, not /dev/shm
-      '-c', 'max_connections=30', '-c', 'shared_buffers=16MB', '-c', 'logging_collector=off'], user)
-    // SIGINT: PostgreSQL's fast shutdown.
-    const server = serverProcess(cmd, args, { stopSignal: 'SIGINT', cwd: dir })
-    const info = { host: '127.0.0.1', port, user: 'postgres', database: 'postgres' }
-    const deadline = Date.now() + 30000
-    let version = null
-    while (version === null && server.exit === null && Date.now() < deadline) {
-      version = await pgReady(info)
-      if (version === null) await sleep(100)
-    }
-    if (version !== null) {
-      return {
-        info,
-        version: `PostgreSQL ${version}`,
-        async stop () { await server.stop(); removeDir(dir) }
-      }
-    }
-    lastError = `postgres did not start on port ${port}: ${server.tail() || 'no output'}`
-    await server.stop()
+  live.servers.add(s)
+  return {
+    info: cluster.info,
+    version: cluster.version,
+    async stop () { await cluster.stop(); live.servers.delete(s) }
   }
-  removeDir(dir)
-  throw new Error(lastError)
 }
 
 // --- how busy other processes kept the machine ------------------------------------

@@ -1,0 +1,450 @@
+'use strict'
+// PostgresLockManager (shared-futex/web-locks/postgres) against a real
+// PostgreSQL server that this file starts (scripts/pg-cluster.js: initdb into
+// a temporary directory, a free port on 127.0.0.1, removed at the end);
+// skipped, with the reason, where PostgreSQL or `pg` is absent. First the
+// spec's rules of web-locks.test.js with one manager; then several clients
+// (managers, and processes with hard timeouts): exclusion, FIFO, shared
+// locks, fencing tokens, a SIGKILLed holder, steal, a server restart, aborted
+// and timed-out requests, connections, names, bad input and failures.
+const assert = require('assert')
+const path = require('path')
+const { spawn } = require('child_process')
+const { test, describe, before, after } = require('./harness')
+const { runChild, transcript } = require('./util')
+
+const pgCluster = require('../scripts/pg-cluster')
+const HARD_TIMEOUT = 60000
+const FIXTURE = path.join(__dirname, 'fixtures', 'postgres-locks-child.js')
+const why = pgCluster.unavailable()
+const skip = why ? { skip: `no PostgreSQL here: ${why}` } : {}
+const HAS_TIMEOUT_SIGNAL = typeof AbortSignal === 'function' && typeof AbortSignal.timeout === 'function'
+
+const now = () => Number(process.hrtime.bigint()) / 1e6
+
+// Resolves once the async predicate is truthy (with its value), checking
+// again after each answer; fails after timeoutMs.
+async function eventually (predicate, what, timeoutMs = 20000) {
+  const deadline = now() + timeoutMs
+  for (;;) {
+    const value = await predicate()
+    if (value) return value
+    if (now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 2))
+  }
+}
+
+function deferred () {
+  let resolve
+  const promise = new Promise((r) => { resolve = r })
+  return { promise, resolve }
+}
+
+// A child process of FIXTURE: its stdout lines, a line matching `re`, its exit.
+function child (args) {
+  const proc = spawn(process.execPath, [FIXTURE, ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const timer = setTimeout(() => proc.kill('SIGKILL'), HARD_TIMEOUT)
+  const lines = []
+  const waiters = []
+  let buffer = ''
+  proc.stdout.setEncoding('utf8').on('data', (d) => {
+    buffer += d
+    let i
+    while ((i = buffer.indexOf('\n')) >= 0) {
+      lines.push(buffer.slice(0, i))
+      buffer = buffer.slice(i + 1)
+      for (const w of waiters.slice()) w()
+    }
+  })
+  proc.exited = new Promise((resolve) => proc.on('exit', (code, signal) => {
+    clearTimeout(timer)
+    for (const w of waiters.slice()) w()
+    resolve({ code, signal })
+  }))
+  proc.lines = lines
+  proc.line = (re) => new Promise((resolve, reject) => {
+    const check = () => {
+      const found = lines.find((l) => re.test(l))
+      if (found !== undefined) {
+        waiters.splice(waiters.indexOf(check), 1)
+        resolve(found)
+      } else if (proc.exitCode !== null || proc.signalCode !== null) {
+        waiters.splice(waiters.indexOf(check), 1)
+        reject(new Error(`the child exited (${proc.exitCode}, ${proc.signalCode}) before printing ${re}: ${lines.join(' | ')}`))
+      }
+    }
+    waiters.push(check)
+    check()
+  })
+  return proc
+}
+
+describe('PostgresLockManager: Web Locks over PostgreSQL', skip, () => {
+  let cluster = null
+  let admin = null
+  const managers = []
+  let serial = 0
+  let PostgresLockManager
+
+  // A manager of its own namespace per test (`ns`), closed at the end.
+  const manager = (ns, extra = {}) => {
+    const m = new PostgresLockManager({ connectionString: cluster.connectionString, namespace: ns, ...extra })
+    managers.push(m)
+    return m
+  }
+  const freshNamespace = () => `t${process.pid}-${++serial}`
+  const sql = async (text, values) => (await admin.query(text, values)).rows
+
+  // The advisory locks of the server: { granted, waiting }.
+  async function serverLocks () {
+    const rows = await sql("SELECT granted FROM pg_locks WHERE locktype = 'advisory'")
+    return { granted: rows.filter((r) => r.granted).length, waiting: rows.filter((r) => !r.granted).length }
+  }
+  // The backends of a client (its application_name).
+  const backendsOf = async (m) => (await sql('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [m.clientId])).length
+  async function pendingOf (m, name) {
+    const { pending } = await m.query()
+    return pending.filter((p) => p.name === name)
+  }
+
+  before(async () => {
+    cluster = await pgCluster.startPostgres()
+    PostgresLockManager = require('../web-locks/postgres').PostgresLockManager
+    const { Client } = require('pg')
+    admin = new Client({ connectionString: cluster.connectionString })
+    admin.on('error', () => {})
+    await admin.connect()
+  })
+
+  after(async () => {
+    await Promise.all(managers.map((m) => m.close().catch(() => {})))
+    if (admin !== null) await admin.end().catch(() => {})
+    if (cluster !== null) await cluster.stop()
+  })
+
+  test("the spec's rules (web-locks.test.js) hold for a PostgresLockManager", { timeout: 180000 }, async () => {
+    const saved = process.env.NODE_TEST_CONTEXT
+    delete process.env.NODE_TEST_CONTEXT
+    let r
+    try {
+      r = await runChild([path.join(__dirname, 'web-locks.test.js')], {
+        timeoutMs: 150000,
+        env: { WEB_LOCKS_UNDER_TEST: 'postgres', WEB_LOCKS_PG_URL: cluster.connectionString }
+      })
+    } finally {
+      if (saved !== undefined) process.env.NODE_TEST_CONTEXT = saved
+    }
+    assert.ok(!r.timedOut, `hung\n${transcript(r)}`)
+    assert.strictEqual(r.code, 0, transcript(r))
+    assert.match(r.stdout, /(#|ℹ) fail 0/, transcript(r))
+    assert.match(r.stdout, /(#|ℹ) pass [1-9]\d/, transcript(r))
+  })
+
+  test('bad options are TypeErrors and RangeErrors; a lock has a token and a signal; names as the other managers', { timeout: 30000 }, async () => {
+    assert.throws(() => new PostgresLockManager(), TypeError)
+    assert.throws(() => new PostgresLockManager('postgres://x'), TypeError)
+    assert.throws(() => new PostgresLockManager({ namespace: 5 }), TypeError)
+    assert.throws(() => new PostgresLockManager({ namespace: '' }), RangeError)
+    assert.throws(() => new PostgresLockManager({ namespace: '\uD800' }), RangeError)
+    assert.throws(() => new PostgresLockManager({ pool: {} }), TypeError)
+    assert.throws(() => new PostgresLockManager({ pool: { connect () {} }, connectionString: 'x' }), TypeError)
+    assert.throws(() => new PostgresLockManager({ clientId: 'é' }), RangeError)
+    assert.throws(() => new PostgresLockManager({ table: 'x; drop table y' }), RangeError)
+    assert.throws(() => new PostgresLockManager({ heartbeatMs: 10 }), RangeError)
+    assert.throws(() => new PostgresLockManager({ heartbeatMs: '5' }), TypeError)
+    assert.throws(() => new PostgresLockManager({ maxConnections: 1 }), RangeError)
+    const m = manager(freshNamespace())
+    assert.strictEqual(Object.prototype.toString.call(m), '[object LockManager]')
+    await assert.rejects(m.request('x'), TypeError)
+    await assert.rejects(m.request('x', { mode: 'read' }, () => {}), TypeError)
+    await assert.rejects(m.request('-x', () => {}), (e) => e.name === 'NotSupportedError' && e.code === 9)
+    await assert.rejects(m.request('x', { steal: true, ifAvailable: true }, () => {}), (e) => e.name === 'NotSupportedError')
+    await assert.rejects(PostgresLockManager.prototype.query.call({}), TypeError)
+    const { Lock } = require('../web-locks')
+    const seen = await m.request('invoice:42', (lock) => ({
+      isLock: lock instanceof Lock,
+      name: lock.name,
+      mode: lock.mode,
+      token: lock.token,
+      aborted: lock.signal.aborted
+    }))
+    assert.deepStrictEqual(seen, { isLock: true, name: 'invoice:42', mode: 'exclusive', token: 1, aborted: false })
+    assert.strictEqual(await m.request('invoice:42', (lock) => lock.token), 2)
+  })
+
+  test('names: two namespaces never share a lock; a key recorded for another name is a collision, and the next key is used', { timeout: 30000 }, async () => {
+    const { candidate } = require('../lib/web-locks-postgres').internal
+    const a = manager(freshNamespace())
+    const b = manager(freshNamespace())
+    const hold = deferred()
+    const held = a.request('same', () => hold.promise)
+    await eventually(async () => (await a.query()).held.length === 1, 'the lock held')
+    assert.strictEqual(await b.request('same', { ifAvailable: true }, (lock) => lock !== null), true, 'another namespace')
+    hold.resolve()
+    await held
+    // The first key of a name, taken by another name: recorded by hand, as a collision would.
+    const ns = freshNamespace()
+    const c = manager(ns)
+    await c.request('warm-up', () => {}) // the table exists
+    const first = candidate(ns, 'collides', 0)
+    await sql("INSERT INTO shared_futex_locks (key, namespace, name, label) VALUES ($1, $2, $3, 'other')", [first, ns, Buffer.from('other', 'utf16le')])
+    const hold2 = deferred()
+    const held2 = c.request('collides', () => hold2.promise)
+    await eventually(async () => (await c.query()).held.some((h) => h.name === 'collides'), 'the colliding name held')
+    const rows = await sql('SELECT key::text AS key FROM shared_futex_locks WHERE namespace = $1 AND name = $2', [ns, Buffer.from('collides', 'utf16le')])
+    assert.deepStrictEqual(rows, [{ key: candidate(ns, 'collides', 1) }])
+    // The other name's lock is a different lock.
+    assert.strictEqual(await c.request('other', { ifAvailable: true }, (lock) => lock !== null), true)
+    hold2.resolve()
+    await held2
+  })
+
+  test('FIFO across clients: conflicting requests are granted in the order they reached the server; tokens increase', { timeout: 30000 }, async () => {
+    const ns = freshNamespace()
+    const clients = [0, 1, 2, 3].map(() => manager(ns))
+    const order = []
+    const hold = deferred()
+    const first = clients[0].request('fifo', (lock) => { order.push([0, lock.token]); return hold.promise })
+    await eventually(async () => (await clients[0].query()).held.length === 1, 'the first holder')
+    const rest = []
+    for (const i of [3, 1, 2]) {
+      rest.push(clients[i].request('fifo', (lock) => { order.push([i, lock.token]) }))
+      // The next asks once this one waits at the server.
+      await eventually(async () => (await pendingOf(clients[0], 'fifo')).length === rest.length, `client ${i} queued`)
+    }
+    const { pending } = await clients[0].query()
+    assert.deepStrictEqual(pending.map((p) => p.clientId), [3, 1, 2].map((i) => clients[i].clientId))
+    hold.resolve()
+    await Promise.all([first, ...rest])
+    assert.deepStrictEqual(order.map(([i]) => i), [0, 3, 1, 2])
+    const tokens = order.map(([, t]) => t)
+    assert.deepStrictEqual(tokens, tokens.slice().sort((x, y) => x - y))
+    assert.strictEqual(new Set(tokens).size, 4)
+  })
+
+  test('shared requests of three clients are held together; an exclusive one waits for all, then shared ones behind it wait for it', { timeout: 30000 }, async () => {
+    const ns = freshNamespace()
+    const [a, b, c, x, s] = [0, 1, 2, 3, 4].map(() => manager(ns))
+    const hold = deferred()
+    let inside = 0
+    let most = 0
+    const shared = [a, b, c].map((m) => m.request('report', { mode: 'shared' }, async () => {
+      most = Math.max(most, ++inside)
+      await hold.promise
+      inside--
+    }))
+    await eventually(async () => (await a.query()).held.length === 3, 'three shared holders')
+    const { held } = await a.query()
+    assert.deepStrictEqual(held.map((h) => h.mode), ['shared', 'shared', 'shared'])
+    assert.deepStrictEqual(held.map((h) => h.clientId).sort(), [a, b, c].map((m) => m.clientId).sort())
+    assert.strictEqual(await x.request('report', { ifAvailable: true }, (lock) => lock), null)
+    let exclusiveRan = false
+    const exclusive = x.request('report', () => { exclusiveRan = true; return inside })
+    await eventually(async () => (await pendingOf(a, 'report')).length === 1, 'the exclusive request queued')
+    // A shared request behind a queued exclusive one waits (and ifAvailable gets null).
+    assert.strictEqual(await s.request('report', { mode: 'shared', ifAvailable: true }, (lock) => lock), null)
+    const late = s.request('report', { mode: 'shared' }, () => exclusiveRan)
+    await eventually(async () => (await pendingOf(a, 'report')).length === 2, 'the shared request queued')
+    hold.resolve()
+    assert.strictEqual(await exclusive, 0)
+    assert.strictEqual(await late, true)
+    await Promise.all(shared)
+    assert.strictEqual(most, 3)
+  })
+
+  test('exclusion is exact across 4 processes: no lost update, tokens increase in grant order', { timeout: HARD_TIMEOUT + 30000 }, async () => {
+    const ns = freshNamespace()
+    await sql('CREATE TABLE IF NOT EXISTS pg_test_counter (id int PRIMARY KEY, value bigint NOT NULL, last_token bigint NOT NULL)')
+    await sql('DELETE FROM pg_test_counter')
+    await sql('INSERT INTO pg_test_counter VALUES (1, 0, 0)')
+    const n = 100
+    const kids = [0, 1, 2, 3].map(() => child([cluster.connectionString, ns, 'count', String(n)]))
+    const ends = await Promise.all(kids.map((k) => k.exited))
+    assert.deepStrictEqual(ends, ends.map(() => ({ code: 0, signal: null })), kids.map((k) => k.lines.join('\n')).join('\n'))
+    const [row] = await sql('SELECT value::int AS value, last_token::int AS last FROM pg_test_counter WHERE id = 1')
+    assert.strictEqual(row.value, 4 * n)
+    assert.strictEqual(row.last, 4 * n, 'one token per grant')
+  })
+
+  test('a holder killed with SIGKILL: the next waiter is granted, with a larger token; nothing is left on the server', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const ns = freshNamespace()
+    const m = manager(ns)
+    for (let round = 0; round < 3; round++) {
+      const holder = child([cluster.connectionString, ns, 'hold', 'job'])
+      const heldLine = await holder.line(/^held \d+$/)
+      const childToken = Number(heldLine.split(' ')[1])
+      const waiting = m.request('job', (lock) => lock.token)
+      await eventually(async () => (await pendingOf(m, 'job')).length === 1, 'the waiter queued')
+      // Killed while it holds, at a different moment of its heartbeat each round.
+      holder.kill('SIGKILL')
+      const token = await waiting
+      assert.ok(token > childToken, `${token} > ${childToken}`)
+      await holder.exited
+      assert.deepStrictEqual(await m.query(), { held: [], pending: [] })
+    }
+  })
+
+  test("steal from another client ends the holder's session: its signal fires, its request rejects with an AbortError", { timeout: 30000 }, async () => {
+    const ns = freshNamespace()
+    const a = manager(ns)
+    const b = manager(ns)
+    let signal = null
+    let holderToken = 0
+    const stolen = a.request('job', (lock) => {
+      signal = lock.signal
+      holderToken = lock.token
+      return new Promise(() => {})
+    })
+    const rejected = assert.rejects(stolen, (e) => e.name === 'AbortError')
+    await eventually(async () => (await a.query()).held.length === 1, 'the holder')
+    const fired = new Promise((resolve) => signal.addEventListener('abort', () => resolve(signal.reason)))
+    const got = await b.request('job', { steal: true }, async (lock) => {
+      const { held } = await b.query()
+      return { token: lock.token, held: held.map((h) => h.clientId) }
+    })
+    assert.ok(got.token > holderToken)
+    assert.deepStrictEqual(got.held, [b.clientId])
+    await rejected
+    assert.strictEqual((await fired).name, 'AbortError')
+    assert.deepStrictEqual(await a.query(), { held: [], pending: [] })
+  })
+
+  test('an aborted and a timed-out request leave nothing on the server (pg_locks), and reject with the reason', { timeout: 30000 }, async () => {
+    const ns = freshNamespace()
+    const a = manager(ns)
+    const b = manager(ns)
+    const hold = deferred()
+    const held = a.request('slow', () => hold.promise)
+    await eventually(async () => (await a.query()).held.length === 1, 'the holder')
+    assert.deepStrictEqual(await serverLocks(), { granted: 1, waiting: 0 })
+    const c = new AbortController()
+    const reason = new Error('stop')
+    const aborted = b.request('slow', { signal: c.signal }, () => 'never')
+    const behind = b.request('slow', () => 'behind')
+    await eventually(async () => (await serverLocks()).waiting === 2, 'two waiting at the server')
+    c.abort(reason)
+    await assert.rejects(aborted, (e) => e === reason)
+    assert.deepStrictEqual(await serverLocks(), { granted: 1, waiting: 1 }, 'the aborted request has left the server')
+    if (HAS_TIMEOUT_SIGNAL) {
+      const timedOut = b.request('slow', { signal: AbortSignal.timeout(200) }, () => 'never')
+      await assert.rejects(timedOut, (e) => e.name === 'TimeoutError')
+      assert.deepStrictEqual(await serverLocks(), { granted: 1, waiting: 1 }, 'the timed-out request has left the server')
+    }
+    hold.resolve()
+    await held
+    assert.strictEqual(await behind, 'behind')
+    assert.deepStrictEqual(await serverLocks(), { granted: 0, waiting: 0 })
+  })
+
+  test('connections are not leaked: requests that throw, are aborted, time out or are not available; close() ends every one', { timeout: 30000 }, async () => {
+    const ns = freshNamespace()
+    const m = manager(ns, { maxConnections: 4 })
+    const other = manager(ns)
+    const hold = deferred()
+    const held = other.request('n', () => hold.promise)
+    await eventually(async () => (await other.query()).held.length === 1, 'the holder')
+    for (let i = 0; i < 20; i++) {
+      await assert.rejects(m.request(`t${i}`, () => { throw new Error('boom') }), /boom/)
+      assert.strictEqual(await m.request('n', { ifAvailable: true }, (lock) => lock), null)
+      const c = new AbortController()
+      const p = m.request('n', { signal: c.signal }, () => {})
+      await eventually(async () => (await serverLocks()).waiting === 1, 'the request waiting')
+      c.abort()
+      await assert.rejects(p, (e) => e.name === 'AbortError')
+    }
+    // With 4 connections at most, 60 requests above went through: none kept one.
+    assert.ok(await backendsOf(m) <= 4)
+    hold.resolve()
+    await held
+    assert.strictEqual(await m.request('n', (lock) => lock.name), 'n')
+    await m.close()
+    await other.close()
+    await eventually(async () => (await backendsOf(m)) === 0 && (await backendsOf(other)) === 0, 'every connection closed')
+    await assert.rejects(m.request('n', () => {}), { code: 'ERR_PG_LOCKS_CLOSED' })
+  })
+
+  test('the server restarted mid-hold: every holder\'s signal fires, waiters reject; no two holders with valid tokens', { timeout: 60000 }, async () => {
+    const ns = freshNamespace()
+    const [a, b, c, d] = [0, 1, 2, 3].map(() => manager(ns))
+    const events = []
+    const holders = []
+    const hold = (m, name, mode) => {
+      let entry = null
+      const p = m.request(name, { mode }, (lock) => {
+        entry = { name, token: lock.token, granted: now(), lost: null }
+        holders.push(entry)
+        lock.signal.addEventListener('abort', () => {
+          entry.lost = now()
+          events.push(`${name} lost`)
+        })
+        return new Promise(() => {})
+      })
+      return p
+    }
+    const px = hold(a, 'x', 'exclusive')
+    const py1 = hold(b, 'y', 'shared')
+    const py2 = hold(c, 'y', 'shared')
+    await eventually(async () => (await a.query()).held.length === 3, 'three holders')
+    const waiter = d.request('x', () => 'never')
+    await eventually(async () => (await pendingOf(a, 'x')).length === 1, 'the waiter queued')
+    const rejections = Promise.allSettled([px, py1, py2, waiter])
+    await cluster.restart()
+    const settled = await rejections
+    assert.deepStrictEqual(settled.slice(0, 3).map((s) => s.status === 'rejected' && s.reason.name), ['AbortError', 'AbortError', 'AbortError'])
+    assert.strictEqual(settled[3].status, 'rejected')
+    assert.strictEqual(settled[3].reason.code, 'ERR_PG_LOCKS_LOST', String(settled[3].reason))
+    assert.strictEqual(holders.filter((h) => h.lost !== null).length, 3, events.join(', '))
+    // Granted again after the restart: a larger token, and every old holder
+    // knew its lock was lost before the new one was granted.
+    const oldX = holders.find((h) => h.name === 'x')
+    const again = await d.request('x', (lock) => ({ token: lock.token, at: now() }))
+    assert.ok(again.token > oldX.token, `${again.token} > ${oldX.token}`)
+    for (const h of holders) assert.ok(h.lost < again.at)
+    assert.deepStrictEqual(await a.query(), { held: [], pending: [] })
+  })
+
+  test('the example of docs/web-locks-postgres.md runs as printed', { timeout: 30000 }, async () => {
+    const fs = require('fs')
+    const os = require('os')
+    const doc = fs.readFileSync(path.join(__dirname, '..', 'docs', 'web-locks-postgres.md'), 'utf8')
+    const code = /^```js\n([\s\S]*?)^```$/m.exec(doc)[1]
+    const file = /^\/\/ ([\w.-]+\.js)/.exec(code)[1]
+    const expected = [...code.matchAll(/\/\/.*?\bprints: (.*\S)\s*$/gm)].map((m) => m[1])
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'shared-futex-pgdoc-'))
+    try {
+      fs.mkdirSync(path.join(dir, 'node_modules'))
+      fs.symlinkSync(path.join(__dirname, '..'), path.join(dir, 'node_modules', 'shared-futex'), 'junction')
+      fs.writeFileSync(path.join(dir, file), code)
+      const r = await runChild([file], { cwd: dir, timeoutMs: 20000, env: { DATABASE_URL: cluster.connectionString } })
+      assert.strictEqual(r.code, 0, transcript(r))
+      assert.strictEqual(r.stderr, '', transcript(r))
+      assert.deepStrictEqual(r.stdout.split('\n').filter((l) => l !== ''), expected, transcript(r))
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  test('failures have clear errors: an unreachable server, an unknown role, `pg` missing', { timeout: 30000 }, async () => {
+    const port = await pgCluster.freePort()
+    const down = manager('x', { connectionString: `postgres://postgres@127.0.0.1:${port}/postgres`, connectionTimeoutMillis: 5000 })
+    await assert.rejects(down.request('a', () => {}), (e) => e.code === 'ERR_PG_LOCKS_CONNECT' && /cannot connect/.test(e.message) && e.cause !== undefined)
+    await assert.rejects(down.query(), { code: 'ERR_PG_LOCKS_CONNECT' })
+    const stranger = manager('x', { connectionString: `postgres://nobody-here@127.0.0.1:${cluster.info.port}/postgres` })
+    await assert.rejects(stranger.request('a', () => {}), (e) => e.code === 'ERR_PG_LOCKS_CONNECT' && /nobody-here/.test(e.message))
+    // `pg` that cannot be found.
+    const r = await runChild(['-e', `
+      const Module = require('module')
+      const resolve = Module._resolveFilename
+      Module._resolveFilename = function (request, ...rest) {
+        if (request === 'pg') { const e = new Error("Cannot find module 'pg'"); e.code = 'MODULE_NOT_FOUND'; throw e }
+        return resolve.call(this, request, ...rest)
+      }
+      const { PostgresLockManager } = require(${JSON.stringify(path.join(__dirname, '..', 'web-locks', 'postgres'))})
+      try { new PostgresLockManager({ namespace: 'x' }) } catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })) }
+    `], { timeoutMs: 20000 })
+    assert.strictEqual(r.code, 0, transcript(r))
+    const out = JSON.parse(r.stdout)
+    assert.strictEqual(out.code, 'ERR_PG_MISSING')
+    assert.match(out.message, /npm install pg/)
+  })
+})
