@@ -284,6 +284,24 @@ describe('PostgresLockManager: Web Locks over PostgreSQL', skip, () => {
     }
   })
 
+  test('a client taking and releasing a name in a loop, SIGKILLed at random points: the name is granted next, with a larger token', { timeout: HARD_TIMEOUT + 10000 }, async () => {
+    const ns = freshNamespace()
+    const m = manager(ns)
+    for (let round = 0; round < 8; round++) {
+      const churn = child([cluster.connectionString, ns, 'churn', 'job'])
+      // Killed once it has printed a random number of grants: wherever its
+      // loop then is (asking, granted, holding, releasing).
+      const k = 1 + Math.floor(Math.random() * 30)
+      await eventually(() => churn.lines.length >= k, `${k} grants`)
+      churn.kill('SIGKILL')
+      await churn.exited
+      const printed = Math.max(...churn.lines.map((l) => Number(l.split(' ')[1])))
+      const token = await m.request('job', (lock) => lock.token)
+      assert.ok(token > printed, `round ${round}: ${token} > ${printed}`)
+      assert.deepStrictEqual(await m.query(), { held: [], pending: [] })
+    }
+  })
+
   test("steal from another client ends the holder's session: its signal fires, its request rejects with an AbortError", { timeout: 30000 }, async () => {
     const ns = freshNamespace()
     const a = manager(ns)
