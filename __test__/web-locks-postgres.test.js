@@ -110,10 +110,10 @@ describe('PostgresLockManager: Web Locks over PostgreSQL', skip, () => {
   before(async () => {
     cluster = await pgCluster.startPostgres()
     PostgresLockManager = require('../web-locks/postgres').PostgresLockManager
-    const { Client } = require('pg')
-    admin = new Client({ connectionString: cluster.connectionString })
+    // A pool: its connections survive the server's restart (a test restarts it).
+    const { Pool } = require('pg')
+    admin = new Pool({ connectionString: cluster.connectionString, max: 2 })
     admin.on('error', () => {})
-    await admin.connect()
   })
 
   after(async () => {
@@ -419,6 +419,54 @@ describe('PostgresLockManager: Web Locks over PostgreSQL', skip, () => {
     assert.ok(again.token > oldX.token, `${again.token} > ${oldX.token}`)
     for (const h of holders) assert.ok(h.lost < again.at)
     assert.deepStrictEqual(await a.query(), { held: [], pending: [] })
+  })
+
+  test('a holding session that stops answering (heartbeat) or that the server ends (idle_session_timeout): the signal fires, the lock is granted on', { timeout: 30000 }, async () => {
+    const ns = freshNamespace()
+    const a = manager(ns, { heartbeatMs: 200 })
+    const b = manager(ns)
+    let signal = null
+    const stalled = a.request('job', (lock) => { signal = lock.signal; return new Promise(() => {}) })
+    const rejected = assert.rejects(stalled, (e) => e.name === 'AbortError' && /heartbeat/.test(e.message))
+    await eventually(async () => signal !== null && (await a.query()).held.length === 1, 'the holder')
+    const fired = new Promise((resolve) => signal.addEventListener('abort', resolve))
+    // Its backend stopped: the connection stays up, nothing answers.
+    const [{ pid }] = await sql(`SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+      WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = $1`, [a.clientId])
+    process.kill(pid, 'SIGSTOP')
+    try {
+      await fired
+      await rejected
+    } finally {
+      process.kill(pid, 'SIGCONT')
+    }
+    // The backend, running again, reads the end of its connection and exits.
+    assert.strictEqual(await b.request('job', (lock) => lock.mode), 'exclusive')
+    // A server that ends idle sessions ends a holder's that sends no heartbeat.
+    const idle = manager(ns, { heartbeatMs: 0, options: '-c idle_session_timeout=300' })
+    let idleSignal = null
+    const ended = idle.request('job', (lock) => { idleSignal = lock.signal; return new Promise(() => {}) })
+    await assert.rejects(ended, (e) => e.name === 'AbortError')
+    assert.strictEqual(idleSignal.aborted, true)
+    assert.strictEqual(await b.request('job', { ifAvailable: true }, (lock) => lock !== null), true)
+  })
+
+  test('with a pg.Pool of yours: its connections carry the clientId, and go back to it', { timeout: 30000 }, async () => {
+    const { Pool } = require('pg')
+    const pool = new Pool({ connectionString: cluster.connectionString, max: 5 })
+    try {
+      const ns = freshNamespace()
+      const m = new PostgresLockManager({ pool, namespace: ns, clientId: 'my-service-1' })
+      managers.push(m)
+      const seen = await m.request('p', async () => (await m.query()).held)
+      assert.deepStrictEqual(seen, [{ name: 'p', mode: 'exclusive', clientId: 'my-service-1' }])
+      await Promise.all([0, 1, 2, 3, 4, 5, 6, 7].map((i) => m.request(`p${i % 3}`, () => {})))
+      await m.close()
+      assert.strictEqual(pool.totalCount - pool.idleCount, 0, 'every connection given back')
+      assert.strictEqual((await pool.query('SELECT 1 AS one')).rows[0].one, 1, 'the pool still works')
+    } finally {
+      await pool.end()
+    }
   })
 
   test('the example of docs/web-locks-postgres.md runs as printed', { timeout: 30000 }, async () => {
