@@ -228,6 +228,13 @@ export interface RegionInfo {
   queued: number
 }
 
+/**
+ * `regionInode(ta)`: the inode of the region file mapped under `ta`'s
+ * memory (its low 31 bits, never 0), to tell it from a file made later at
+ * the same path; 0 if `ta` is not region memory.
+ */
+export declare function regionInode(ta: unknown): number
+
 /** Whether a region's buffer is a `SharedArrayBuffer` here (else an `ArrayBuffer`). */
 export declare function regionMakesShared(): boolean
 

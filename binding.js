@@ -859,6 +859,7 @@ module.exports.presenceBuffer = nativeBinding.presenceBuffer
 module.exports.probeAlive = nativeBinding.probeAlive
 module.exports.queueLength = nativeBinding.queueLength
 module.exports.regionInfo = nativeBinding.regionInfo
+module.exports.regionInode = nativeBinding.regionInode
 module.exports.regionMakesShared = nativeBinding.regionMakesShared
 module.exports.regionOpen = nativeBinding.regionOpen
 module.exports.regionOwner = nativeBinding.regionOwner

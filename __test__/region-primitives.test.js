@@ -318,6 +318,23 @@ describe('Semaphore in a shared region', skip, () => {
     SharedRegion.unlink(name)
   })
 
+  test('a region unlinked and made again: the new one starts with a table of its own; the old one, if it never used its table, is told', async () => {
+    const { name, region } = fresh()
+    const old = new Semaphore(region.buffer, 400, 2)
+    assert.strictEqual(old.tryAcquire(1), true) // an entry in the old region's table
+    const unused = SharedRegion.open(name) // the same mapping, another buffer: a table of its own to open
+    SharedRegion.unlink(name)
+    const again = SharedRegion.open(name, { bytes: 512 })
+    const sem = new Semaphore(again.buffer, 400, 2)
+    assert.strictEqual(sem.tryAcquire(2), true, 'nothing of the old region counts here')
+    sem.release(2)
+    old.release(1) // the old region goes on with its own table
+    assert.strictEqual(old.value, 2)
+    const late = new Semaphore(unused.buffer, 400)
+    assert.throws(() => late.tryAcquire(1), (e) => e instanceof SharedRegionError && e.code === 'ERR_REGION_NOT_FOUND')
+    SharedRegion.unlink(name)
+  })
+
   test('timeouts, signals, errors; the value here and in the other processes', { timeout: 60000 }, async () => {
     const { name, sem, region } = semaphore(1, 1)
     const again = new Semaphore(region.buffer, 400)

@@ -13,6 +13,8 @@
 //   word 2      LOGGED: the undo records of the transaction in progress
 //   word 3      IDENTITY: the user's region file's inode (low 31 bits): a
 //               table left by an earlier region of the same name is emptied
+//               (and a process that still maps a region unlinked since, and
+//               never opened its table, is refused the new region's)
 //   from 4      LOG_MAX undo records of 3 words: where (0 the user's region,
 //               1 the table), index, the value before
 //   then        ENTRIES holds of 4 words:
@@ -255,13 +257,17 @@ function holdsOf (ta) {
   let table = tables.get(ta.buffer)
   if (table !== undefined) return table
   const file = binding.regionPath(ta)
-  let mode = 0o600
-  let identity = 1
+  const identity = binding.regionInode(ta)
+  let stat = null
   try {
-    const stat = fs.statSync(file)
-    mode = stat.mode & 0o777
-    identity = (stat.ino & 0x7fffffff) || 1
+    stat = fs.statSync(file)
   } catch {}
+  // The table beside the file at that path is this region's only while the
+  // path names the file mapped here.
+  if (stat === null || ((stat.ino & 0x7fffffff) || 1) !== identity) {
+    throw new SharedRegionError('ERR_REGION_NOT_FOUND', `${file} was unlinked (or made again) before this process first used a Semaphore or RwLock of it: open the region again`)
+  }
+  const mode = stat.mode & 0o777
   let opened
   try {
     opened = binding.regionOpen(holdsFileOf(file), BYTES, true, mode, BUILD, 0, 0)

@@ -877,6 +877,16 @@ pub fn region_path(env: Env, ta: Unknown) -> Result<Option<String>> {
     Ok(find(base).map(|(region, _)| region.path.clone()))
 }
 
+/// `regionInode(ta)`: the inode of the region file mapped under `ta`'s
+/// memory (its low 31 bits, never 0), to tell it from a file made later at
+/// the same path; 0 if `ta` is not region memory.
+#[napi(js_name = "regionInode")]
+pub fn region_inode(env: Env, ta: Unknown) -> Result<u32> {
+    // SAFETY: handles of this call; only the address is used.
+    let base = unsafe { crate::cell::Cell::base(env.raw(), ta.raw())? };
+    Ok(find(base).map_or(0, |(region, _)| ((region.id.1 & 0x7fff_ffff) as u32).max(1)))
+}
+
 /// `regionUnlink(path)`: removes the region's name; mappings stay valid.
 #[napi(js_name = "regionUnlink")]
 pub fn region_unlink(path: String) -> Result<bool> {
