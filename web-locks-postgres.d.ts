@@ -1,7 +1,7 @@
 // Types of `shared-futex/web-locks/postgres`: the Web Locks API over
 // PostgreSQL advisory locks, for every client of a namespace on any machine.
 // See docs/web-locks-postgres.md. `pg` (8 or later) is a peer dependency.
-import type { Lock, LockInfo, LockManagerSnapshot, LockOptions } from '../web-locks'
+import type { Lock, LockInfo, LockManagerSnapshot, LockOptions } from './web-locks'
 
 /** The Lock a PostgresLockManager grants: with a fencing token and a signal. */
 export interface PostgresLock extends Lock {

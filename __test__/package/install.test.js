@@ -152,7 +152,7 @@ after(async () => {
 test('the main tarball holds the sources a build needs and nothing else', () => {
   const files = release.packed.files.map((f) => f.path)
   const allowed = [
-    /^(index|polyfill|atomics-mutex|web-locks|web-locks-polyfill|synckit)\.(js|mjs|d\.ts)$/, /^binding\.(js|d\.ts)$/, /^lib\/[\w-]+\.js$/,
+    /^(index|polyfill|atomics-mutex|web-locks|web-locks-polyfill|web-locks-postgres|synckit)\.(js|mjs|d\.ts)$/, /^binding\.(js|d\.ts)$/, /^lib\/[\w-]+\.js$/,
     /^src\/\w+\.rs$/, /^crates\/futex-core\/(Cargo\.toml|src\/\w+\.rs)$/,
     /^(Cargo\.toml|Cargo\.lock|build\.rs)$/, /^scripts\/install\.js$/,
     /^(package\.json|README\.md|LICENSE)$/

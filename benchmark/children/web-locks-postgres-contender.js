@@ -39,7 +39,7 @@ const names = Array.from({ length: spec.names }, (_, i) => `bench-${i}`)
 // Each library as `withLock(name, fn)`: fn runs while the lock is held.
 const LIBS = {
   async 'shared-futex' () {
-    const { PostgresLockManager } = require(path.join(ROOT, 'web-locks', 'postgres'))
+    const { PostgresLockManager } = require(path.join(ROOT, 'web-locks-postgres'))
     const locks = new PostgresLockManager({ connectionString: spec.pg, namespace: 'bench', heartbeatMs: 0 })
     await locks.request('warm-up', () => {})
     return { withLock: (name, fn) => locks.request(name, fn), close: () => locks.close() }
