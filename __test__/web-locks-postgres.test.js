@@ -405,14 +405,15 @@ describe('PostgresLockManager: Web Locks over PostgreSQL', skip, () => {
     const py1 = hold(b, 'y', 'shared')
     const py2 = hold(c, 'y', 'shared')
     await eventually(async () => (await a.query()).held.length === 3, 'three holders')
-    const waiter = d.request('x', () => 'never')
+    // (Granted in the instant between the holder's end and its own, it would lose the lock at once.)
+    const waiter = d.request('x', () => new Promise(() => {}))
     await eventually(async () => (await pendingOf(a, 'x')).length === 1, 'the waiter queued')
     const rejections = Promise.allSettled([px, py1, py2, waiter])
     await cluster.restart()
     const settled = await rejections
     assert.deepStrictEqual(settled.slice(0, 3).map((s) => s.status === 'rejected' && s.reason.name), ['AbortError', 'AbortError', 'AbortError'])
     assert.strictEqual(settled[3].status, 'rejected')
-    assert.strictEqual(settled[3].reason.code, 'ERR_PG_LOCKS_LOST', String(settled[3].reason))
+    assert.ok(settled[3].reason.code === 'ERR_PG_LOCKS_LOST' || settled[3].reason.name === 'AbortError', String(settled[3].reason))
     assert.strictEqual(holders.filter((h) => h.lost !== null).length, 3, events.join(', '))
     // Granted again after the restart: a larger token, and every old holder
     // knew its lock was lost before the new one was granted.
