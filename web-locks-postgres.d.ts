@@ -34,7 +34,7 @@ export interface PostgresLockManagerOptions {
 
 export declare class PostgresLockError extends Error {
   private constructor ()
-  readonly code: 'ERR_PG_MISSING' | 'ERR_PG_LOCKS_CONNECT' | 'ERR_PG_LOCKS_LOST' | 'ERR_PG_LOCKS_SERVER' | 'ERR_PG_LOCKS_CLOSED' | 'ERR_PG_LOCKS_NAMES'
+  readonly code: 'ERR_PG_MISSING' | 'ERR_PG_LOCKS_CONNECT' | 'ERR_PG_LOCKS_LOST' | 'ERR_PG_LOCKS_SERVER' | 'ERR_PG_LOCKS_CLOSED' | 'ERR_PG_LOCKS_NAMES' | 'ERR_PG_LOCKS_RUNTIME'
   readonly cause?: unknown
 }
 

@@ -13,10 +13,18 @@ const { spawn } = require('child_process')
 const { test, describe, before, after } = require('./harness')
 const { runChild, transcript } = require('./util')
 
-const pgCluster = require('../scripts/pg-cluster')
 const HARD_TIMEOUT = 60000
 const FIXTURE = path.join(__dirname, 'fixtures', 'postgres-locks-child.js')
-const why = pgCluster.unavailable()
+// Where it cannot run: `pg` 8 needs Node 16; the cluster helper is in the
+// repository only (not beside an installed package); PostgreSQL or `pg` absent.
+const CLUSTER = path.join(__dirname, '..', 'scripts', 'pg-cluster.js')
+const NODE_MAJOR = Number(process.versions.node.split('.')[0])
+const why = NODE_MAJOR < 16
+  ? `pg 8 needs Node 16 or later, this is ${process.versions.node}`
+  : !require('fs').existsSync(CLUSTER)
+      ? 'scripts/pg-cluster.js is not here (a package without the repository\'s scripts)'
+      : require(CLUSTER).unavailable()
+const pgCluster = why ? null : require(CLUSTER)
 const skip = why ? { skip: `no PostgreSQL here: ${why}` } : {}
 const HAS_TIMEOUT_SIGNAL = typeof AbortSignal === 'function' && typeof AbortSignal.timeout === 'function'
 
@@ -451,7 +459,8 @@ describe('PostgresLockManager: Web Locks over PostgreSQL', skip, () => {
     const ended = idle.request('job', (lock) => { idleSignal = lock.signal; return new Promise(() => {}) })
     await assert.rejects(ended, (e) => e.name === 'AbortError')
     assert.strictEqual(idleSignal.aborted, true)
-    assert.strictEqual(await b.request('job', { ifAvailable: true }, (lock) => lock !== null), true)
+    // (Told before its backend has finished exiting: the next request waits for that.)
+    assert.strictEqual(await b.request('job', (lock) => lock.mode), 'exclusive')
   })
 
   test('with a pg.Pool of yours: its connections carry the clientId, and go back to it', { timeout: 30000 }, async () => {

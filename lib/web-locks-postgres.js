@@ -33,6 +33,7 @@ const { parse, reasonOf, domError, newLock, adopt } = require('./web-locks').int
 //   ERR_PG_LOCKS_SERVER     the server refused a statement of the manager (`cause`)
 //   ERR_PG_LOCKS_CLOSED     the manager was closed
 //   ERR_PG_LOCKS_NAMES      no free key for a name after every probe (a full key space, in practice never)
+//   ERR_PG_LOCKS_RUNTIME    a runtime without AbortController (Node before 15; `pg` 8 needs 16)
 class PostgresLockError extends Error {
   constructor (code, message, cause) {
     super(message)
@@ -164,6 +165,9 @@ class PostgresLockManager {
    */
   constructor (options) {
     const o = toOptions(options)
+    if (typeof AbortController !== 'function') {
+      throw new PostgresLockError('ERR_PG_LOCKS_RUNTIME', `${PREFIX}: needs AbortController (Node 16 or later, as pg 8 does)`)
+    }
     const pg = loadPg(o.pg)
     const clientId = o.clientId || defaultClientId()
     const m = {
@@ -183,6 +187,7 @@ class PostgresLockManager {
       cancels: new Set(), // aborts under way (query() waits for them)
       appNames: new WeakMap(), // connection → its application_name, for a pool given by the user
       busy: new Set(), // requests on their way somewhere (see quiet())
+      statements: new Set(), // the manager's own statements under way (close() waits for them)
       idle: [], // quiet()'s waiters
       closed: false
     }
@@ -255,6 +260,7 @@ class PostgresLockManager {
     m.closed = true
     await Promise.all([...m.live].map((r) => r.close()))
     await Promise.all([...m.cancels])
+    await Promise.all([...m.statements])
     if (m.ownPool) {
       await Promise.all([m.pool.end(), m.control.end()])
     }
@@ -317,7 +323,14 @@ function discard (client) {
 }
 
 // The manager's own statements, on its control pool.
-async function control (m, text, values) {
+function control (m, text, values) {
+  const p = controlStatement(m, text, values)
+  const settled = p.then(() => m.statements.delete(settled), () => m.statements.delete(settled))
+  m.statements.add(settled)
+  return p
+}
+
+async function controlStatement (m, text, values) {
   let client
   try {
     client = await m.control.connect()
@@ -749,10 +762,14 @@ class Request {
       let settled = false
       const done = this.lockDone.then(() => { settled = true }, () => { settled = true })
       // The cancel may reach the backend before it reads the statement:
-      // sent again until the statement ends.
-      for (let i = 0; i < 200 && !settled; i++) {
+      // sent again until the statement ends; after 2 s of that, the session
+      // is ended instead (a waiting backend does not read its socket, so
+      // closing the connection alone would leave it in the queue).
+      const until = Date.now() + 2000
+      for (let i = 0; !settled && Date.now() < until + 8000; i++) {
+        const fn = Date.now() < until ? 'pg_cancel_backend($1)' : 'pg_terminate_backend($1, 5000)'
         try {
-          await control(this.m, 'SELECT pg_cancel_backend($1)', [this.pid])
+          await control(this.m, `SELECT ${fn}`, [this.pid])
         } catch {}
         await Promise.race([done, new Promise((resolve) => setTimeout(resolve, Math.min(5 * (i + 1), 50)))])
       }
