@@ -280,6 +280,34 @@ describe('Semaphore in a shared region', skip, () => {
     SharedRegion.unlink(name)
   })
 
+  test('acquirers in line across processes: the first gets its permits, a smaller request behind it does not pass it', { timeout: 60000 }, async () => {
+    const { name, w, sem } = semaphore(4, 1)
+    assert.strictEqual(sem.tryAcquire(3), true)
+    const big = child(['sem-want', name, '4', String(ITEMS)])
+    // In line once the newcomers' grace (1 ms) is up: a free permit is
+    // refused to this thread's tryAcquire.
+    await until(() => {
+      if (!sem.tryAcquire(1)) return true
+      sem.release(1)
+      return false
+    }, 'the big request to stand in line')
+    const small = child(['sem-want', name, '1', String(TAKEN)])
+    assert.strictEqual(Atomics.load(w, 101) & 1, 1, 'W: waiters in line') // SEQ
+    sem.release(1) // 2 free: enough for the small one (now or when it comes), not for the first in line
+    assert.strictEqual(Atomics.load(w, TAKEN), 0)
+    sem.release(2) // 4 free: the first in line
+    await until(() => Atomics.load(w, ITEMS) === 1, 'the big request to be served')
+    assert.strictEqual(Atomics.load(w, TAKEN), 0, 'the small one still waits')
+    big.kill('SIGKILL')
+    await big.exited
+    await until(() => Atomics.load(w, TAKEN) === 1, 'the small one, once the big one\'s permits came back')
+    small.kill('SIGKILL')
+    await small.exited
+    assert.strictEqual(sem.tryAcquire(4), true, 'every permit back')
+    sem.release(4)
+    SharedRegion.unlink(name)
+  })
+
   test('a release by another process pays the holder\'s permits: its death then gives nothing back', { timeout: 60000 }, async () => {
     const { name, w, sem } = semaphore(3, 1)
     const holder = child(['sem-hold', name, '2'])

@@ -17,11 +17,12 @@
 //               never opened its table, is refused the new region's)
 //   from 4      LOG_MAX undo records of 3 words: where (0 the user's region,
 //               1 the table), index, the value before
-//   then        ENTRIES holds of 4 words:
+//   then        ENTRIES holds of 5 words:
 //                 OWNER   the holder's owner id in the user's region (0: free)
 //                 OBJECT  the object: the byte offset of its first word + 1
 //                 KIND    what is held (a number a primitive registered)
 //                 COUNT   how much
+//                 AUX     the primitive's (a waiter's arrival time)
 //
 // A transaction logs every word it is about to change (the record first,
 // then LOGGED, then the word), and empties the log (LOGGED = 0) when it is
@@ -51,12 +52,13 @@ const LOG_AT = 4
 const LOG_MAX = 256
 const ENTRIES_AT = LOG_AT + LOG_MAX * 3
 const ENTRIES = 1024
-const ENTRY_WORDS = 4
+const ENTRY_WORDS = 5
 const BYTES = (ENTRIES_AT + ENTRIES * ENTRY_WORDS) * 4
 const OWNER = 0
 const OBJECT = 1
 const KIND = 2
 const COUNT = 3
+const AUX = 4
 
 // kind → giveBack(tx, user, word, count): gives `count` of what a dead
 // thread held back to the object whose first word is user[word], in the
@@ -152,54 +154,82 @@ class Holds {
   // A wake-up of every waiter of user[i], made once the mutex is let go.
   wake (i) { this.wakes.push(i) }
 
-  // This thread's entry for the object at user[word] that this table made
-  // (the last one), or -1. A thread whose holds were also recorded through
-  // another buffer over the region has other entries too: they count the
-  // same (a release pays this thread's entries first, `payOthers`).
-  mine (word) {
+  // This thread's entry of `kind` for the object at user[word] that this
+  // table made (the last one), or -1. A thread whose holds were also
+  // recorded through another buffer over the region has other entries too:
+  // they count the same (a release pays this thread's entries first,
+  // `payOthers`).
+  mine (word, kind) {
     const w = this.w
     const object = word * 4 + 1
-    const e = this.cache.get(object)
-    return e !== undefined && Atomics.load(w, e + OWNER) === this.me && Atomics.load(w, e + OBJECT) === object ? e : -1
+    const e = this.cache.get(object * 8 + kind)
+    return e !== undefined && Atomics.load(w, e + OWNER) === this.me && Atomics.load(w, e + OBJECT) === object &&
+      Atomics.load(w, e + KIND) === kind
+      ? e
+      : -1
   }
 
-  // How much this thread holds of the object at user[word].
-  held (word) {
-    const e = this.mine(word)
+  // AUX of entry `e`.
+  auxOf (e) { return Atomics.load(this.w, e + AUX) }
+
+  // How much of `kind` this thread holds of the object at user[word].
+  held (word, kind) {
+    const e = this.mine(word, kind)
     return e === -1 ? 0 : Atomics.load(this.w, e + COUNT)
   }
 
-  // Adds `n` (may be negative) to this thread's hold of the object.
-  add (word, kind, n) {
+  // Adds `n` (may be negative) to this thread's hold of `kind` of the
+  // object; a new entry gets `aux`. Returns the entry (-1: none left).
+  add (word, kind, n, aux) {
     const w = this.w
-    let e = this.mine(word)
+    let e = this.mine(word, kind)
     if (e === -1) {
-      if (n <= 0) return
-      const last = this.cache.get(word * 4 + 1)
+      if (n <= 0) return -1
+      const key = (word * 4 + 1) * 8 + kind
+      const last = this.cache.get(key)
       e = last !== undefined && Atomics.load(w, last + OWNER) === 0 ? last : this.free()
-      this.cache.set(word * 4 + 1, e)
+      this.cache.set(key, e)
       this.set(1, e + OBJECT, word * 4 + 1)
       this.set(1, e + KIND, kind)
       this.set(1, e + COUNT, n)
+      this.set(1, e + AUX, aux === undefined ? 0 : aux)
       this.set(1, e + OWNER, this.me)
-      return
+      return e
     }
     const count = Atomics.load(w, e + COUNT) + n
     this.set(1, e + COUNT, count)
-    if (count <= 0) this.set(1, e + OWNER, 0)
+    if (count > 0) return e
+    this.set(1, e + OWNER, 0)
+    return -1
   }
 
-  // Takes up to `n` of the object off the holds of this thread's other
-  // entries, then of other threads' (a release made by a thread that did
-  // not acquire); returns how much it found.
-  payOthers (word, n) {
+  // The AUX of every live entry of `kind` for the object at user[word] of
+  // other threads (those of dead owners are given back on the way).
+  others (word, kind) {
+    const w = this.w
+    const object = word * 4 + 1
+    const found = []
+    for (let e = ENTRIES_AT; e < ENTRIES_AT + ENTRIES * ENTRY_WORDS; e += ENTRY_WORDS) {
+      const owner = Atomics.load(w, e + OWNER)
+      if (owner === 0 || owner === this.me || Atomics.load(w, e + OBJECT) !== object || Atomics.load(w, e + KIND) !== kind) continue
+      if (binding.regionOwnerAlive(this.user, owner)) found.push(Atomics.load(w, e + AUX))
+      else if (Atomics.load(w, LOGGED) <= LOG_MAX - 8) this.giveBack(e)
+    }
+    return found
+  }
+
+  // Takes up to `n` of `kind` of the object off the holds of this thread's
+  // other entries, then of other threads' (a release made by a thread that
+  // did not acquire); returns how much it found.
+  payOthers (word, kind, n) {
     const w = this.w
     const object = word * 4 + 1
     let paid = 0
     for (let pass = 0; pass < 2 && paid < n; pass++) {
       for (let e = ENTRIES_AT; e < ENTRIES_AT + ENTRIES * ENTRY_WORDS && paid < n; e += ENTRY_WORDS) {
         const owner = Atomics.load(w, e + OWNER)
-        if (owner === 0 || (owner === this.me) !== (pass === 0) || Atomics.load(w, e + OBJECT) !== object) continue
+        if (owner === 0 || (owner === this.me) !== (pass === 0) || Atomics.load(w, e + OBJECT) !== object ||
+          Atomics.load(w, e + KIND) !== kind) continue
         const count = Atomics.load(w, e + COUNT)
         const take = Math.min(count, n - paid)
         paid += take
@@ -227,6 +257,18 @@ class Holds {
     throw new SharedRegionError('ERR_REGION_FULL', `every one of the ${ENTRIES} holds of the region's Semaphores and RwLocks belongs to a live thread`)
   }
 
+  // Frees entry `e` of a dead owner, giving what it held back to its object.
+  giveBack (e) {
+    const w = this.w
+    const giveBack = kinds.get(Atomics.load(w, e + KIND))
+    const at = (Atomics.load(w, e + OBJECT) - 1) >> 2
+    this.set(1, e + OWNER, 0)
+    if (giveBack !== undefined) {
+      const waking = giveBack(this, this.user, at, Atomics.load(w, e + COUNT))
+      if (waking !== -1) this.wake(waking)
+    }
+  }
+
   // Gives back what dead owners held of the object at user[word] (of every
   // object: -1). Returns how many entries it gave back.
   sweep (word) {
@@ -239,13 +281,7 @@ class Holds {
       const owner = Atomics.load(w, e + OWNER)
       if (owner === 0 || owner === this.me || (word !== -1 && Atomics.load(w, e + OBJECT) !== object)) continue
       if (binding.regionOwnerAlive(this.user, owner)) continue
-      const giveBack = kinds.get(Atomics.load(w, e + KIND))
-      const at = (Atomics.load(w, e + OBJECT) - 1) >> 2
-      this.set(1, e + OWNER, 0)
-      if (giveBack !== undefined) {
-        const waking = giveBack(this, this.user, at, Atomics.load(w, e + COUNT))
-        if (waking !== -1) this.wake(waking)
-      }
+      this.giveBack(e)
       swept++
     }
     return swept

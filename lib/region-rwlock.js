@@ -86,7 +86,7 @@ function writeOnce (ta, takeOver, wait) {
     const writer = s >>> 1
     if (writer === tx.me) return MINE
     if (writer !== 0 && (!takeOver || liveOther(tx, writer))) return BUSY
-    if (tx.held(i) > 0) return MINE
+    if (tx.held(i, KIND) > 0) return MINE
     const intent = Atomics.load(tx.user, i + INTENT)
     if (liveOther(tx, intent)) return BUSY
     if (Atomics.load(tx.user, i + READERS) > 0) tx.sweep(i)
@@ -117,7 +117,7 @@ function leave (ta) {
 function readUnlock (ta, what) {
   const i = at(ta)
   holdsOf(ta).run((tx) => {
-    if (tx.held(i) === 0) throw new LockOwnershipError(`${what}: this thread holds no read lock of it`)
+    if (tx.held(i, KIND) === 0) throw new LockOwnershipError(`${what}: this thread holds no read lock of it`)
     tx.add(i, KIND, -1)
     tx.put(i + READERS, Math.max(0, Atomics.load(tx.user, i + READERS) - 1))
     letGo(tx, i)
