@@ -411,9 +411,11 @@ describe('RwLock in a shared region', skip, () => {
     assert.strictEqual(rw.readers, 2)
     assert.strictEqual(rw.tryWrite(), false)
     const writing = rw.writeAsync({ timeout: 10000 })
-    await until(() => Atomics.load(w, 106) !== 0, 'the writer to stand in line') // INTENT
+    await until(() => (Atomics.load(w, 107) & 1) === 1, 'the writer to stand in line') // SEQ's LINED
     assert.strictEqual(rw.tryRead(), false, 'a waiting writer holds new readers off')
     assert.throws(() => rw.read(), DeadlockError, 'this thread waits to write')
+    await child(['rw-try', name, String(ITEMS)]).exited
+    assert.strictEqual(Atomics.load(w, ITEMS), 2, 'a reader of another process is held off too')
     readers[0].kill('SIGKILL')
     await readers[0].exited
     assert.strictEqual(rw.tryRead(), false)
@@ -428,6 +430,27 @@ describe('RwLock in a shared region', skip, () => {
     read()
     assert.strictEqual(rw.tryWrite(), ACQUIRED)
     rw.writeUnlock()
+    SharedRegion.unlink(name)
+  })
+
+  test('waiters go in the order they came: a reader in line before a writer goes first', { timeout: 60000 }, async () => {
+    const { name, w, rw } = rwlock()
+    const writer = child(['rw-hold', name, 'write'])
+    await until(() => Atomics.load(w, HOLDING) === 1, 'the writer')
+    const reader = child(['rw-read', name, String(ITEMS)])
+    await until(() => (Atomics.load(w, 107) & 1) === 1, 'the reader to stand in line') // SEQ's LINED
+    let written = false
+    const writing = rw.writeAsync({ timeout: 20000 }).then((release) => {
+      written = true
+      return release
+    })
+    writer.kill('SIGKILL')
+    await until(() => Atomics.load(w, ITEMS) === 1, 'the reader, first in line, to be let in')
+    assert.strictEqual(written, false, 'the writer that came later waits for it')
+    reader.kill('SIGKILL')
+    const release = await writing
+    assert.strictEqual(release.ownerDied, false, 'the reader took the dead writer\'s lock over, and was told')
+    release()
     SharedRegion.unlink(name)
   })
 

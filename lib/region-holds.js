@@ -59,6 +59,8 @@ const OBJECT = 1
 const KIND = 2
 const COUNT = 3
 const AUX = 4
+const LINED = 1
+const GRACE_MS = 1
 
 // kind → giveBack(tx, user, word, count): gives `count` of what a dead
 // thread held back to the object whose first word is user[word], in the
@@ -218,6 +220,58 @@ class Holds {
     return found
   }
 
+  // --- lines of waiters (a primitive's waiting acquirers, by arrival) ---
+  // A waiter's place is an entry of a waiting kind with its arrival time in
+  // AUX (Date.now()'s low 32 bits, compared as such: right for waits shorter
+  // than 24 days). user[seqAt] is the object's sequence word: bit 0 (LINED)
+  // says whether anyone may be in line, the rest moves on by 2 when the
+  // line or the object changes (its waiters sleep on it).
+
+  // Whether this thread may go now as far as the line goes: no other
+  // thread's live place of `before` kinds came before this thread's own
+  // place of `mine` (or now, if it has none) and has waited GRACE_MS (a
+  // newcomer may pass a waiter only that long). Nobody left in line of
+  // `all` kinds: LINED goes.
+  mayGo (word, seqAt, mine, before, all) {
+    const seq = Atomics.load(this.user, seqAt)
+    if ((seq & LINED) === 0) return true
+    const now = Date.now() | 0
+    const e = this.mine(word, mine)
+    const since = e === -1 ? now : Atomics.load(this.w, e + AUX)
+    let go = true
+    let lined = e !== -1
+    for (const kind of all) {
+      for (const came of this.others(word, kind)) {
+        lined = true
+        if (before.includes(kind) && ((since - came) | 0) > 0 && ((now - came) | 0) >= GRACE_MS) go = false
+      }
+    }
+    if (!lined) this.put(seqAt, seq & ~LINED)
+    return go
+  }
+
+  // This thread takes a place of `kind` in line (if it has none).
+  queue (word, seqAt, kind) {
+    if (this.mine(word, kind) !== -1) return
+    this.add(word, kind, 1, Date.now() | 0)
+    const seq = Atomics.load(this.user, seqAt)
+    if ((seq & LINED) === 0) this.put(seqAt, seq | LINED)
+  }
+
+  // This thread leaves its place of `kind` (if it has one); the line's
+  // waiters look again (the next may go now).
+  unqueue (word, seqAt, kind) {
+    if (this.mine(word, kind) === -1) return
+    this.add(word, kind, -1)
+    this.moveOn(seqAt)
+  }
+
+  // user[seqAt] moves on (LINED kept), and its sleepers wake.
+  moveOn (seqAt) {
+    this.put(seqAt, (Atomics.load(this.user, seqAt) + 2) | 0)
+    this.wake(seqAt)
+  }
+
   // Takes up to `n` of `kind` of the object off the holds of this thread's
   // other entries, then of other threads' (a release made by a thread that
   // did not acquire); returns how much it found.
@@ -322,4 +376,4 @@ function register (kind, giveBack) {
   kinds.set(kind, giveBack)
 }
 
-module.exports = { holdsOf, register, holdsFileOf }
+module.exports = { holdsOf, register, holdsFileOf, LINED }

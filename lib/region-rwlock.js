@@ -6,25 +6,31 @@
 //
 //   STATE    owner·2: the writer's owner id in the region (0: none)
 //   READERS  read locks held
-//   INTENT   the owner id of a writer that waits for the readers to leave:
-//            new readers wait behind it (so readers cannot starve writers)
-//   SEQ      moves on whenever the lock is let go: waiters sleep on it
+//   (cell 2) reserved, stays 0
+//   SEQ      seq·2 + LINED: moves on by 2 whenever the lock is let go or a
+//            waiter leaves the line (waiters sleep on it); LINED: waiters
+//            are in line
 //
 // Every change is a transaction of the region's holds table
 // (lib/region-holds.js), which records each thread's read locks: a reader
 // that ends or whose process dies without unlocking is given back by the
 // next waiter (its read locks leave READERS); a writer that does is taken
-// over by the next acquirer, told OWNER_DIED; a waiting writer that dies
-// stops holding readers back (its INTENT names a dead owner).
+// over by the next acquirer, told OWNER_DIED.
 //
-// Waiters sleep on SEQ in slices of SLICE ms and compete again when woken
-// (every unlock wakes every waiter): no queue, so a stream of writers can
-// hold readers off, unlike the phase-fair RwLock of one process.
+// The line (lib/region-holds.js, "lines of waiters"): a reader or writer
+// that must wait takes a place, by arrival time. A writer goes only when
+// nobody in line (reader or writer) came before it and has waited 1 ms; a
+// reader only when no writer did: so readers that came together go
+// together, a writer is not starved by a stream of readers, nor readers by
+// a stream of writers (in the order they came, as a task-fair lock). A
+// newcomer passes a waiter only while it has waited less than 1 ms. Waiters
+// sleep on SEQ in slices of SLICE ms; every unlock wakes every waiter, and
+// each looks whether it may go.
 const futex = require('./futex')
 const held = require('./held')
 const binding = require('./native')
 const { enqueueAsync } = futex.internal
-const { holdsOf, register } = require('./region-holds')
+const { holdsOf, register, LINED } = require('./region-holds')
 const { SLICE } = require('./driver')
 const { now } = require('./options')
 const acquiring = require('./acquire')
@@ -32,9 +38,12 @@ const { ACQUIRED, OWNER_DIED, LockTimeoutError, LockOwnershipError, DeadlockErro
 
 const STATE = 0
 const READERS = 1
-const INTENT = 2
 const SEQ = 3
 const KIND = 2 // read locks (lib/region-holds.js)
+const READ_WAIT = 4 // places in line
+const WRITE_WAIT = 5
+const LINE = [READ_WAIT, WRITE_WAIT]
+const WRITERS = [WRITE_WAIT]
 
 const BUSY = 0
 const MINE = 1 // held by this thread in a way that makes waiting a deadlock
@@ -42,77 +51,76 @@ const MINE = 1 // held by this thread in a way that makes waiting a deadlock
 // STATE's index in the whole buffer of the region.
 const at = (ta) => ta.byteOffset >> 2
 
-// The read locks of a dead thread leave READERS.
+// The read locks of a dead thread leave READERS; its place in line is
+// freed (the entry is, by the table).
 register(KIND, (tx, user, i, n) => {
   tx.put(i + READERS, Math.max(0, Atomics.load(user, i + READERS) - n))
-  tx.put(i + SEQ, (Atomics.load(user, i + SEQ) + 1) | 0)
+  tx.put(i + SEQ, (Atomics.load(user, i + SEQ) + 2) | 0)
   return i + SEQ
 })
+for (const kind of LINE) {
+  register(kind, (tx, user, i) => {
+    tx.put(i + SEQ, (Atomics.load(user, i + SEQ) + 2) | 0)
+    return i + SEQ
+  })
+}
 
 const liveOther = (tx, owner) => owner !== 0 && owner !== tx.me && binding.regionOwnerAlive(tx.user, owner)
 
 function letGo (tx, i) {
-  tx.put(i + SEQ, (Atomics.load(tx.user, i + SEQ) + 1) | 0)
-  tx.wake(i + SEQ)
+  tx.moveOn(i + SEQ)
 }
 
 // One attempt at a read lock: ACQUIRED, OWNER_DIED, BUSY or MINE. Without
 // `takeOver`, a dead writer's lock is BUSY (the async fast path leaves it to
-// the step that reports it).
-function readOnce (ta, takeOver) {
+// the step that reports it). `queue`: one that cannot takes a place in line.
+function readOnce (ta, takeOver, queue) {
   const i = at(ta)
   return holdsOf(ta).run((tx) => {
     const writer = Atomics.load(tx.user, i + STATE) >>> 1
-    if (writer === tx.me) return MINE
-    if (writer !== 0 && (!takeOver || liveOther(tx, writer))) return BUSY
-    const intent = Atomics.load(tx.user, i + INTENT)
     // A waiting writer holds new readers off, this thread's own too.
-    if (intent === tx.me) return MINE
-    if (liveOther(tx, intent)) return BUSY
-    if (intent !== 0) tx.put(i + INTENT, 0)
+    if (writer === tx.me || tx.mine(i, WRITE_WAIT) !== -1) return MINE
+    if ((writer !== 0 && (!takeOver || liveOther(tx, writer))) || !tx.mayGo(i, i + SEQ, READ_WAIT, WRITERS, LINE)) {
+      if (queue) tx.queue(i, i + SEQ, READ_WAIT)
+      return BUSY
+    }
     if (writer !== 0) tx.put(i + STATE, 0) // a dead writer's: taken over
     tx.put(i + READERS, Atomics.load(tx.user, i + READERS) + 1)
     tx.add(i, KIND, 1)
+    tx.unqueue(i, i + SEQ, READ_WAIT)
     return writer !== 0 ? OWNER_DIED : ACQUIRED
   })
 }
 
-// One attempt at the write lock (see readOnce). `wait`: if readers hold it,
-// stand first in line for it (INTENT), as a waiter does.
-function writeOnce (ta, takeOver, wait) {
+// One attempt at the write lock (see readOnce).
+function writeOnce (ta, takeOver, queue) {
   const i = at(ta)
   return holdsOf(ta).run((tx) => {
-    const s = Atomics.load(tx.user, i + STATE)
-    const writer = s >>> 1
-    if (writer === tx.me) return MINE
-    if (writer !== 0 && (!takeOver || liveOther(tx, writer))) return BUSY
-    if (tx.held(i, KIND) > 0) return MINE
-    const intent = Atomics.load(tx.user, i + INTENT)
-    if (liveOther(tx, intent)) return BUSY
-    if (Atomics.load(tx.user, i + READERS) > 0) tx.sweep(i)
-    if (Atomics.load(tx.user, i + READERS) > 0) {
-      // Readers hold it: a waiter stands first in line (a dead one's place
-      // is taken or cleared).
-      if (wait ? intent !== tx.me : intent !== 0 && intent !== tx.me) tx.put(i + INTENT, wait ? tx.me : 0)
+    const writer = Atomics.load(tx.user, i + STATE) >>> 1
+    if (writer === tx.me || tx.held(i, KIND) > 0) return MINE
+    let free = !(writer !== 0 && (!takeOver || liveOther(tx, writer))) && tx.mayGo(i, i + SEQ, WRITE_WAIT, LINE, LINE)
+    if (free && Atomics.load(tx.user, i + READERS) > 0) {
+      tx.sweep(i)
+      free = Atomics.load(tx.user, i + READERS) === 0
+    }
+    if (!free) {
+      if (queue) tx.queue(i, i + SEQ, WRITE_WAIT)
       return BUSY
     }
-    if (intent !== 0) tx.put(i + INTENT, 0)
     tx.put(i + STATE, tx.me << 1)
+    tx.unqueue(i, i + SEQ, WRITE_WAIT)
     return writer !== 0 ? OWNER_DIED : ACQUIRED
   })
 }
 
-// A waiting writer gives up: readers may come in again.
-function leave (ta) {
+// A waiter that gives up (timed out, aborted) leaves the line.
+const leaveAs = (kind) => (ta) => {
+  if ((Atomics.load(ta, SEQ) & LINED) === 0) return
   const i = at(ta)
-  const h = holdsOf(ta)
-  if (Atomics.load(ta, INTENT) !== h.me) return
-  h.run((tx) => {
-    if (Atomics.load(tx.user, i + INTENT) !== tx.me) return
-    tx.put(i + INTENT, 0)
-    letGo(tx, i)
-  })
+  holdsOf(ta).run((tx) => tx.unqueue(i, i + SEQ, kind))
 }
+const leaveRead = leaveAs(READ_WAIT)
+const leaveWrite = leaveAs(WRITE_WAIT)
 
 function readUnlock (ta, what) {
   const i = at(ta)
@@ -158,8 +166,10 @@ function block (ta, write, timeout, what) {
   const deadline = now() + timeout
   for (;;) {
     const seen = Atomics.load(ta, SEQ)
-    const r = write ? writeOnce(ta, true, true) : readOnce(ta, true)
+    const r = write ? writeOnce(ta, true, timeout !== 0) : readOnce(ta, true, timeout !== 0)
     if (r === MINE) {
+      if (write) leaveWrite(ta)
+      else leaveRead(ta)
       throw new DeadlockError(write
         ? `${what}: this thread holds the lock (to write or to read); blocking would never end`
         : `${what}: this thread holds the write lock, or waits for it; blocking would never end`)
@@ -167,7 +177,8 @@ function block (ta, write, timeout, what) {
     if (r !== BUSY) return r
     const remaining = deadline - now()
     if (remaining <= 0) {
-      if (write) leave(ta)
+      if (write) leaveWrite(ta)
+      else leaveRead(ta)
       throw new LockTimeoutError(`${what}: not acquired within ${timeout} ms`)
     }
     futex.wait(ta, SEQ, seen, remaining > SLICE ? SLICE : remaining)
@@ -176,21 +187,21 @@ function block (ta, write, timeout, what) {
 
 // tryRead / tryWrite: ACQUIRED, OWNER_DIED or false.
 function attempt (ta, write) {
-  const r = write ? writeOnce(ta, true, false) : readOnce(ta, true)
+  const r = write ? writeOnce(ta, true, false) : readOnce(ta, true, false)
   return r === BUSY || r === MINE ? false : r
 }
 
 // The protocols for lib/acquire.js.
 function protocolOf (write) {
-  const once = write ? (ta, takeOver) => writeOnce(ta, takeOver, true) : readOnce
+  const once = write ? writeOnce : readOnce
   const release = write ? (ta) => writeUnlock(ta, 'RwLock.writeUnlock') : (ta) => readUnlock(ta, 'RwLock.readUnlock')
   return {
     index: SEQ,
-    now: (ta, opts) => !(opts.signal !== undefined && opts.signal.aborted) && once(ta, false) === ACQUIRED,
+    now: (ta, opts) => !(opts.signal !== undefined && opts.signal.aborted) && once(ta, false, false) === ACQUIRED,
     park (ta, waited, remaining) {
       for (;;) {
         const seen = Atomics.load(ta, SEQ)
-        const r = once(ta, true)
+        const r = once(ta, true, true)
         // An async acquisition behind this thread's own hold waits for it.
         if (r !== BUSY && r !== MINE) return r
         const q = enqueueAsync(ta, SEQ, seen, remaining > SLICE ? SLICE : remaining, true)
@@ -200,7 +211,7 @@ function protocolOf (write) {
     },
     release,
     passOn () {}, // every waiter was woken
-    leave: write ? leave : undefined,
+    leave: write ? leaveWrite : leaveRead,
     info: (status) => status === OWNER_DIED ? INFO_OWNER_DIED : INFO_OK,
     ok: null,
     missing: 'not acquired'

@@ -4,8 +4,8 @@
 // "Primitives"). The same 8 bytes as a Semaphore of one process (lib/semaphore.js):
 //
 //   WORD   the permits free (0 … 2^31 − 1)
-//   SEQ    seq·2 + W: moves on by 2 whenever permits come back or a waiter
-//          leaves (acquirers sleep on it); W: waiters are in line
+//   SEQ    seq·2 + LINED: moves on by 2 whenever permits come back or a
+//          waiter leaves (acquirers sleep on it); LINED: waiters are in line
 //
 // Every change is a transaction of the region's holds table
 // (lib/region-holds.js), which records what each thread took: a release
@@ -16,18 +16,16 @@
 // free. So no permit is lost with a killed process, and none is counted
 // twice.
 //
-// The line: an acquirer that finds too few permits (or others in line
-// before it) writes itself in the table as a waiter, with the time it came
-// (Date.now(), the machine's clock), and sets W. Permits go to the waiter
-// that came first: a later acquirer, or a newcomer, passes it only while it
-// has waited less than BARGE_MS (AsyncLock's and the Semaphore of one
-// process's rule: a woken waiter is not made to wait for a thread that
-// just arrived, and nobody waits long behind newcomers). A large request at
-// the head is not passed by smaller ones behind it once its 1 ms is up. A
-// waiter that leaves (timed out, aborted) takes itself out of the line; one
-// whose thread ended or whose process died is taken out by the next look.
-// W is cleared when the last waiter leaves the line; without it a take is
-// one transaction that looks at no other entry.
+// The line (lib/region-holds.js, "lines of waiters"): an acquirer that
+// finds too few permits (or others in line before it) takes a place in the
+// table with the time it came (the machine's clock) and sets LINED. Permits
+// go to the waiter that came first: a later acquirer, or a newcomer, passes
+// it only while it has waited less than 1 ms (AsyncLock's and the Semaphore
+// of one process's rule). So a large request at the head is not passed by
+// smaller ones behind it once its 1 ms is up. A waiter that leaves (timed
+// out, aborted) takes itself out of the line; one whose thread ended or
+// whose process died is taken out by the next look. LINED goes when the
+// line is found empty; without it a take looks at no other entry.
 //
 // Acquirers sleep on SEQ in slices of SLICE ms (a release's wake-up comes
 // after its transaction, and a process killed between the two must not
@@ -35,26 +33,18 @@
 // whether it is first.
 const futex = require('./futex')
 const { enqueueAsync } = futex.internal
-const { holdsOf, register } = require('./region-holds')
+const { holdsOf, register, LINED } = require('./region-holds')
 const { SLICE } = require('./driver')
 const { now } = require('./options')
 const { ACQUIRED, LockTimeoutError } = require('./errors')
 
 const SEQ = 1
-const W = 1
 const KIND = 1 // a hold of permits (lib/region-holds.js)
 const WAITING = 3 // a place in the line
 const MAX = 0x7fffffff
-const BARGE_MS = 1
 
 // WORD's index in the whole buffer of the region.
 const wordOf = (ta) => ta.byteOffset >> 2
-
-// SEQ moved on (W kept): the waiters look again.
-function moveOn (tx, at) {
-  tx.put(at + 1, (Atomics.load(tx.user, at + 1) + 2) | 0)
-  tx.wake(at + 1)
-}
 
 // What a dead thread held goes back to the free permits; a dead waiter's
 // place in line is freed (the entry is, by the table).
@@ -68,32 +58,7 @@ register(WAITING, (tx, user, at) => {
   return at + 1
 })
 
-// Under the transaction: whether this thread may take permits now, as far
-// as the line goes: nobody in line came before it and has waited BARGE_MS.
-// (Times are Date.now()'s low 32 bits, compared as such: right for waits
-// shorter than 24 days.)
-function mayGo (tx, at) {
-  const seq = Atomics.load(tx.user, at + 1)
-  if ((seq & W) === 0) return true
-  const now = Date.now() | 0
-  const e = tx.mine(at, WAITING)
-  const since = e === -1 ? now : tx.auxOf(e)
-  const others = tx.others(at, WAITING)
-  // Nobody in line any more (the last ones died): W goes.
-  if (others.length === 0 && e === -1) tx.put(at + 1, seq & ~W)
-  for (const came of others) {
-    if (((since - came) | 0) > 0 && ((now - came) | 0) >= BARGE_MS) return false
-  }
-  return true
-}
-
-// Takes this thread out of the line (if it is in it); W goes when nobody
-// is left in it.
-function outOfLine (tx, at) {
-  if (tx.add(at, WAITING, -1) !== -1 || (Atomics.load(tx.user, at + 1) & W) === 0) return
-  if (tx.others(at, WAITING).length === 0) tx.put(at + 1, Atomics.load(tx.user, at + 1) & ~W)
-  moveOn(tx, at) // the next in line may go now
-}
+const LINE = [WAITING]
 
 // Takes `n` permits if they are free and this thread's turn (after giving
 // back what dead holders had, if they are not). `queue`: one that cannot
@@ -103,29 +68,22 @@ function take (ta, n, queue) {
   return holdsOf(ta).run((tx) => {
     let v = Atomics.load(tx.user, at)
     if (v < n && tx.sweep(at) > 0) v = Atomics.load(tx.user, at)
-    if (v >= n && mayGo(tx, at)) {
+    if (v >= n && tx.mayGo(at, at + 1, WAITING, LINE, LINE)) {
       tx.put(at, v - n)
       tx.add(at, KIND, n)
-      if (queue && tx.mine(at, WAITING) !== -1) outOfLine(tx, at)
+      tx.unqueue(at, at + 1, WAITING)
       return true
     }
-    if (queue && tx.mine(at, WAITING) === -1) {
-      tx.add(at, WAITING, 1, Date.now() | 0)
-      const seq = Atomics.load(tx.user, at + 1)
-      if ((seq & W) === 0) tx.put(at + 1, seq | W)
-    }
+    if (queue) tx.queue(at, at + 1, WAITING)
     return false
   })
 }
 
 // A waiter that gives up (timed out, aborted) leaves the line.
 function leave (ta) {
+  if ((Atomics.load(ta, SEQ) & LINED) === 0) return
   const at = wordOf(ta)
-  const h = holdsOf(ta)
-  if ((Atomics.load(ta, SEQ) & W) === 0) return
-  h.run((tx) => {
-    if (tx.mine(at, WAITING) !== -1) outOfLine(tx, at)
-  })
+  holdsOf(ta).run((tx) => tx.unqueue(at, at + 1, WAITING))
 }
 
 function give (ta, n, what) {
@@ -137,7 +95,7 @@ function give (ta, n, what) {
     const mine = Math.min(tx.held(at, KIND), n)
     if (mine > 0) tx.add(at, KIND, -mine)
     if (n > mine) tx.payOthers(at, KIND, n - mine)
-    moveOn(tx, at)
+    tx.moveOn(at + 1)
   })
 }
 
