@@ -5,6 +5,7 @@
 // (synckit from npm) and once with shared-futex/synckit in synckit's place
 // (fixtures/synckit-eslint/switch.js); the lint results are the same.
 const assert = require('assert')
+const fs = require('fs')
 const path = require('path')
 const { test } = require('./harness')
 const { switchedProject, realFiles, linter, outcome, ROOT } = require('./fixtures/synckit-eslint/switch')
@@ -13,8 +14,14 @@ const [MAJOR, MINOR] = process.versions.node.split('.').map(Number)
 // eslint 10: Node ^20.19.0 || ^22.13.0 || >=24
 const ESLINT_RUNS = (MAJOR === 20 && MINOR >= 19) || (MAJOR === 22 && MINOR >= 13) || MAJOR >= 24
 const FILES = 300
+// The repository's devDependencies: absent beside an installed package.
+const INSTALLED = ['eslint', 'eslint-plugin-prettier', 'synckit'].every((name) =>
+  fs.existsSync(path.join(ROOT, 'node_modules', name, 'package.json')))
+const skip = !ESLINT_RUNS
+  ? 'eslint 10 needs Node ^20.19, ^22.13 or 24+'
+  : !INSTALLED && 'eslint, eslint-plugin-prettier and synckit (devDependencies of the repository) are not installed here'
 
-test('eslint-plugin-prettier with shared-futex/synckit in place of synckit: the same lint results on 300 real files', { timeout: 300000, skip: !ESLINT_RUNS && 'eslint 10 needs Node ^20.19, ^22.13 or 24+' }, async () => {
+test('eslint-plugin-prettier with shared-futex/synckit in place of synckit: the same lint results on 300 real files', { timeout: 300000, skip }, async () => {
   const project = switchedProject()
   try {
     const files = realFiles(FILES)
