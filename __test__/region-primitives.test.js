@@ -5,7 +5,7 @@
 // two workers each: THREADS), each with a hard timeout.
 const assert = require('assert')
 const path = require('path')
-const { test, describe } = require('./harness')
+const { test, describe, after } = require('./harness')
 const { until, startChild, regionSkip, stressRounds } = require('./util')
 const { SharedRegion, WaitGroup, Barrier, ManualResetEvent, AutoResetEvent, AsyncLock, Condition, Semaphore, RwLock, Once, SharedRegionError, LockOwnershipError, LockTimeoutError, DeadlockError, ACQUIRED, OWNER_DIED } = require('..')
 const binding = require('../lib/native')
@@ -33,8 +33,16 @@ const COUNTER = 30
 const skip = regionSkip()
 
 let n = 0
+// Every region a test made goes at the end, also after a failure.
+const made = []
+if (!skip.skip) {
+  after(() => {
+    for (const name of made) SharedRegion.unlink(name)
+  })
+}
 function fresh () {
   const name = `pr${process.pid}-${++n}`
+  made.push(name)
   SharedRegion.unlink(name)
   const region = SharedRegion.open(name, { bytes: 512 })
   return { name, region, w: new Int32Array(region.buffer) }
