@@ -62,6 +62,12 @@ function acquire (p, ta, opts, what) {
         advance(outcome)
       } catch (e) {
         queued = null
+        // What park left behind goes too (a place in a line).
+        if (p.leave !== undefined) {
+          try {
+            p.leave(ta)
+          } catch {}
+        }
         finish(reject, e)
       }
     }

@@ -164,24 +164,27 @@ function downgrade (ta, what) {
 // Blocks: ACQUIRED or OWNER_DIED; LockTimeoutError, DeadlockError.
 function block (ta, write, timeout, what) {
   const deadline = now() + timeout
-  for (;;) {
-    const seen = Atomics.load(ta, SEQ)
-    const r = write ? writeOnce(ta, true, timeout !== 0) : readOnce(ta, true, timeout !== 0)
-    if (r === MINE) {
+  try {
+    for (;;) {
+      const seen = Atomics.load(ta, SEQ)
+      const r = write ? writeOnce(ta, true, timeout !== 0) : readOnce(ta, true, timeout !== 0)
+      if (r === MINE) {
+        throw new DeadlockError(write
+          ? `${what}: this thread holds the lock (to write or to read); blocking would never end`
+          : `${what}: this thread holds the write lock, or waits for it; blocking would never end`)
+      }
+      if (r !== BUSY) return r
+      const remaining = deadline - now()
+      if (remaining <= 0) throw new LockTimeoutError(`${what}: not acquired within ${timeout} ms`)
+      futex.wait(ta, SEQ, seen, remaining > SLICE ? SLICE : remaining)
+    }
+  } catch (e) {
+    // A deadlock, a timeout, or a wait that could not be queued: out of the line.
+    try {
       if (write) leaveWrite(ta)
       else leaveRead(ta)
-      throw new DeadlockError(write
-        ? `${what}: this thread holds the lock (to write or to read); blocking would never end`
-        : `${what}: this thread holds the write lock, or waits for it; blocking would never end`)
-    }
-    if (r !== BUSY) return r
-    const remaining = deadline - now()
-    if (remaining <= 0) {
-      if (write) leaveWrite(ta)
-      else leaveRead(ta)
-      throw new LockTimeoutError(`${what}: not acquired within ${timeout} ms`)
-    }
-    futex.wait(ta, SEQ, seen, remaining > SLICE ? SLICE : remaining)
+    } catch {}
+    throw e
   }
 }
 

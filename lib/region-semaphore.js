@@ -104,15 +104,20 @@ const missing = (n) => n === 1 ? 'no permit' : `no ${n} permits`
 // Blocks until `n` permits are taken; LockTimeoutError after `timeout` ms.
 function acquire (ta, n, timeout, what) {
   const deadline = now() + timeout
-  for (;;) {
-    const seen = Atomics.load(ta, SEQ)
-    if (take(ta, n, timeout !== 0)) return
-    const remaining = deadline - now()
-    if (remaining <= 0) {
-      leave(ta)
-      throw new LockTimeoutError(`${what}: ${missing(n)} within ${timeout} ms`)
+  try {
+    for (;;) {
+      const seen = Atomics.load(ta, SEQ)
+      if (take(ta, n, timeout !== 0)) return
+      const remaining = deadline - now()
+      if (remaining <= 0) throw new LockTimeoutError(`${what}: ${missing(n)} within ${timeout} ms`)
+      futex.wait(ta, SEQ, seen, remaining > SLICE ? SLICE : remaining)
     }
-    futex.wait(ta, SEQ, seen, remaining > SLICE ? SLICE : remaining)
+  } catch (e) {
+    // Timed out, or a wait that could not be queued: out of the line.
+    try {
+      leave(ta)
+    } catch {}
+    throw e
   }
 }
 
