@@ -178,28 +178,6 @@ function withTimeout (promise, ms, what) {
   ]).finally(() => clearTimeout(timer))
 }
 
-function freePort () {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address()
-      s.close(() => resolve(port))
-    })
-  })
-}
-
-function which (cmd) {
-  for (const dir of (process.env.PATH || '').split(path.delimiter)) {
-    const f = path.join(dir, cmd)
-    try {
-      fs.accessSync(f, fs.constants.X_OK)
-      return f
-    } catch {}
-  }
-  return null
-}
-
 // Temporary directories are named shared-futex-<what>-<pid>-XXXXXX and
 // regions lock-processes-<pid>-<n>, so that what a run killed with SIGKILL
 // left behind is recognised (its pid is gone) and removed by the next run.
@@ -287,19 +265,6 @@ function serverProcess (cmd, args, { stopSignal, graceMs = 10000, cwd }) {
   return s
 }
 
-// Runs `cmd` as the server user: setpriv with a parent-death signal (the
-// process dies with this one), and as root the `postgres` user.
-function asServerUser (cmd, args, user) {
-  const setpriv = which('setpriv')
-  if (user) {
-    if (setpriv) return [setpriv, [`--reuid=${user}`, `--regid=${user}`, '--init-groups', '--pdeathsig', 'KILL', '--', cmd, ...args]]
-    const runuser = which('runuser')
-    if (!runuser) throw new Error(`running as root, and neither setpriv nor runuser is here to run ${path.basename(cmd)} as ${user}`)
-    return [runuser, ['-u', user, '--', cmd, ...args]]
-  }
-  return setpriv ? [setpriv, ['--pdeathsig', 'KILL', '--', cmd, ...args]] : [cmd, args]
-}
-
 // --- Redis -------------------------------------------------------------------------
 function redisPing (port) {
   return new Promise((resolve) => {
@@ -317,14 +282,14 @@ function redisPing (port) {
 }
 
 async function startRedis () {
-  const bin = which('redis-server')
+  const bin = pgCluster.which('redis-server')
   if (!bin) throw new Error('no redis-server on PATH (Debian: apt-get install -y redis-server)')
   const version = execFileSync(bin, ['--version'], { encoding: 'utf8' }).trim().split(/\s+/).find((w) => w.startsWith('v='))
   let lastError = null
   for (let attempt = 0; attempt < 3; attempt++) {
     const dir = tempDir('redis')
-    const port = await freePort()
-    const [cmd, args] = asServerUser(bin, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+    const port = await pgCluster.freePort()
+    const [cmd, args] = pgCluster.asServerUser(bin, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
       '--dir', dir, '--daemonize', 'no', '--logfile', '', '--protected-mode', 'yes'], null)
     const server = serverProcess(cmd, args, { stopSignal: 'SIGTERM', cwd: dir })
     const deadline = Date.now() + 20000
