@@ -14,21 +14,10 @@ const { Mutex, Condition: AtomicsCondition } = require('../atomics-mutex')
 const FIXTURE = path.join(__dirname, 'fixtures', 'region-primitives-child.js')
 const HARD_TIMEOUT = 40000
 const THREADS = 3 // of each child process
-const ARRIVED = 16
-const RELEASED = 17
-const CONSUMED = 18
-const ERRORS = 19
-const SLEEPING = 20
-const PARTIES = 21
-const ITEMS = 22
-const TAKEN = 23
-const HOLDING = 24
-const TURNS = 25
-const PERMITS = 26
-const WANTED = 27
-const RUNS = 28
-const FIRSTS = 29
-const COUNTER = 30
+const {
+  AT, BYTES, ARRIVED, RELEASED, CONSUMED, ERRORS, SLEEPING, PARTIES, ITEMS, TAKEN, HOLDING, TURNS,
+  PERMITS, WANTED, RUNS, FIRSTS, COUNTER, EVENT_WORD, SEMAPHORE_SEQ, RWLOCK_SEQ
+} = require('./fixtures/region-primitives-layout')
 
 const skip = regionSkip()
 
@@ -44,11 +33,29 @@ function fresh () {
   const name = `pr${process.pid}-${++n}`
   made.push(name)
   SharedRegion.unlink(name)
-  const region = SharedRegion.open(name, { bytes: 512 })
+  const region = SharedRegion.open(name, { bytes: BYTES })
   return { name, region, w: new Int32Array(region.buffer) }
 }
 
 const child = (args) => startChild(FIXTURE, args, HARD_TIMEOUT)
+
+// Two survivors (survivor(0), survivor(1)) loop beside a victim (victim(r))
+// killed with SIGKILL after a random number of turns, `rounds` times; then
+// the survivors must go on for 100 more turns before they are killed too.
+async function killAtRandom (w, rounds, survivor, victim) {
+  const survivors = [0, 1].map(survivor)
+  for (let r = 0; r < rounds; r++) {
+    const kid = victim(r)
+    const start = Atomics.load(w, TURNS)
+    await until(() => Atomics.load(w, TURNS) > start + 5 + Math.floor(Math.random() * 40), 'the victim to run')
+    kid.kill('SIGKILL')
+    await kid.exited
+  }
+  const before = Atomics.load(w, TURNS)
+  await until(() => Atomics.load(w, TURNS) > before + 100, 'the survivors to go on')
+  for (const s of survivors) s.kill('SIGKILL')
+  await Promise.all(survivors.map((s) => s.exited))
+}
 
 async function allExit (kids) {
   const ends = await Promise.all(kids.map((k) => k.exited))
@@ -58,7 +65,7 @@ async function allExit (kids) {
 describe('ownerless primitives in a shared region', skip, () => {
   test('WaitGroup: waiters of 3 processes (blocking and async) are released by done() of 4 others', { timeout: 60000 }, async () => {
     const { name, region, w } = fresh()
-    const wg = new WaitGroup(region.buffer, 0, 4)
+    const wg = new WaitGroup(region.buffer, AT.WaitGroup, 4)
     const waiters = [0, 1, 2].map(() => child(['wg-wait', name]))
     // Nobody is released before the count reaches zero.
     const local = wg.waitAsync({ timeout: 30000 })
@@ -75,7 +82,7 @@ describe('ownerless primitives in a shared region', skip, () => {
 
   test('Barrier: 4 processes × (main thread + 2 workers), 200 generations, nobody passes early', { timeout: 60000 }, async () => {
     const { name, region, w } = fresh()
-    const barrier = new Barrier(region.buffer, 16, 4 * THREADS)
+    const barrier = new Barrier(region.buffer, AT.Barrier, 4 * THREADS)
     Atomics.store(w, PARTIES, 4 * THREADS)
     const kids = [0, 1, 2, 3].map(() => child(['barrier', name, '200']))
     await allExit(kids)
@@ -88,7 +95,7 @@ describe('ownerless primitives in a shared region', skip, () => {
 
   test('Barrier: a party that times out breaks it for the parties of other processes', { timeout: 60000 }, async () => {
     const { name, region, w } = fresh()
-    const barrier = new Barrier(region.buffer, 16, THREADS + 2)
+    const barrier = new Barrier(region.buffer, AT.Barrier, THREADS + 2)
     Atomics.store(w, PARTIES, THREADS + 2)
     // One child's parties arrive, and this thread's party, which times out: the
     // generation breaks and the child's parties throw (their ERRORS stays 0,
@@ -105,11 +112,11 @@ describe('ownerless primitives in a shared region', skip, () => {
 
   test('ManualResetEvent: one set() releases every waiter of every process', { timeout: 60000 }, async () => {
     const { name, region, w } = fresh()
-    const ev = new ManualResetEvent(region.buffer, 32)
+    const ev = new ManualResetEvent(region.buffer, AT.ManualResetEvent)
     const kids = [0, 1, 2].map(() => child(['manual-wait', name]))
     const local = ev.waitAsync()
     // Wait until the six waiters of the children have marked W and sleep.
-    await until(() => (Atomics.load(w, 8) & 1) === 1, 'a waiter to mark the event')
+    await until(() => (Atomics.load(w, EVENT_WORD) & 1) === 1, 'a waiter to mark the event')
     assert.strictEqual(Atomics.load(w, RELEASED), 0)
     ev.set()
     assert.strictEqual(await local, true)
@@ -122,7 +129,7 @@ describe('ownerless primitives in a shared region', skip, () => {
 
   test('AutoResetEvent: each set() releases one waiter of the processes, as long as one waits', { timeout: 60000 }, async () => {
     const { name, region, w } = fresh()
-    const ev = new AutoResetEvent(region.buffer, 40)
+    const ev = new AutoResetEvent(region.buffer, AT.AutoResetEvent)
     const N = 300
     const kids = [0, 1, 2].map(() => child(['auto-take', name, String(N)]))
     for (let i = 0; i < N; i++) {
@@ -138,7 +145,7 @@ describe('ownerless primitives in a shared region', skip, () => {
 
   test('AutoResetEvent: a waiter killed with SIGKILL takes no signal with it', { timeout: 60000 }, async () => {
     const { name, region, w } = fresh()
-    const ev = new AutoResetEvent(region.buffer, 40)
+    const ev = new AutoResetEvent(region.buffer, AT.AutoResetEvent)
     const sleepers = [0, 1, 2].map(() => child(['auto-sleep', name]))
     await until(() => Atomics.load(w, SLEEPING) === 3, 'the sleepers to wait')
     for (const s of sleepers) s.kill('SIGKILL')
@@ -151,7 +158,7 @@ describe('ownerless primitives in a shared region', skip, () => {
 
   test('a process killed while it sleeps on a WaitGroup leaves no waiter behind to wake', { timeout: 60000 }, async () => {
     const { name, region } = fresh()
-    const wg = new WaitGroup(region.buffer, 0, 1)
+    const wg = new WaitGroup(region.buffer, AT.WaitGroup, 1)
     const kid = child(['wg-wait', name])
     await until(() => binding.regionInfo(new Int32Array(region.buffer), 1).queued === THREADS, 'the waiters of the child to queue')
     kid.kill('SIGKILL')
@@ -165,8 +172,8 @@ describe('ownerless primitives in a shared region', skip, () => {
 describe('Condition in a shared region, with an AsyncLock in a region', skip, () => {
   test('a producer here, takers in 3 processes (blocking and async): every item taken exactly once', { timeout: 60000 }, async () => {
     const { name, region, w } = fresh()
-    const lock = new AsyncLock(region.buffer, 48)
-    const cond = new Condition(region.buffer, 56)
+    const lock = new AsyncLock(region.buffer, AT.AsyncLock)
+    const cond = new Condition(region.buffer, AT.Condition)
     const N = 600
     const kids = [0, 1, 2].map(() => child(['cond-take', name, String(N)]))
     for (let i = 0; i < N; i++) {
@@ -187,8 +194,8 @@ describe('Condition in a shared region, with an AsyncLock in a region', skip, ()
 
   test('notifyAll wakes the sleepers of every process; a sleeper killed with SIGKILL is not waited for', { timeout: 60000 }, async () => {
     const { name, region, w } = fresh()
-    const lock = new AsyncLock(region.buffer, 48)
-    const cond = new Condition(region.buffer, 56)
+    const lock = new AsyncLock(region.buffer, AT.AsyncLock)
+    const cond = new Condition(region.buffer, AT.Condition)
     const sleepers = [0, 1].map(() => child(['cond-sleep', name]))
     await until(() => Atomics.load(w, SLEEPING) === 2, 'both sleepers to wait')
     // Both released the lock to sleep: it is free, and this thread's wait
@@ -209,8 +216,8 @@ describe('Condition in a shared region, with an AsyncLock in a region', skip, ()
 
   test('a holder killed while a waiter relocks: the waiter returns owner-died', { timeout: 60000 }, async () => {
     const { name, region, w } = fresh()
-    const lock = new AsyncLock(region.buffer, 48)
-    const cond = new Condition(region.buffer, 56)
+    const lock = new AsyncLock(region.buffer, AT.AsyncLock)
+    const cond = new Condition(region.buffer, AT.Condition)
     await lock.lockAsync()
     const waiting = cond.waitAsync(lock)
     // The child takes the lock, wakes this waiter (which then waits to
@@ -227,8 +234,8 @@ describe('Condition in a shared region, with an AsyncLock in a region', skip, ()
 
   test('errors: a lock of this process, a lock not held, a timeout', async () => {
     const { name, region } = fresh()
-    const lock = new AsyncLock(region.buffer, 48)
-    const cond = new Condition(region.buffer, 56)
+    const lock = new AsyncLock(region.buffer, AT.AsyncLock)
+    const cond = new Condition(region.buffer, AT.Condition)
     assert.throws(() => cond.wait(new AsyncLock()), (e) => e instanceof SharedRegionError && e.code === 'ERR_REGION_UNSUPPORTED')
     await assert.rejects(cond.waitAsync(new AsyncLock()), (e) => e instanceof SharedRegionError && e.code === 'ERR_REGION_UNSUPPORTED')
     assert.throws(() => cond.wait(lock), LockOwnershipError)
@@ -252,7 +259,7 @@ describe('Condition in a shared region, with an AsyncLock in a region', skip, ()
 describe('Semaphore in a shared region', skip, () => {
   function semaphore (permits, wanted) {
     const r = fresh()
-    r.sem = new Semaphore(r.region.buffer, 400, permits)
+    r.sem = new Semaphore(r.region.buffer, AT.Semaphore, permits)
     Atomics.store(r.w, PERMITS, permits)
     Atomics.store(r.w, WANTED, wanted)
     return r
@@ -300,7 +307,7 @@ describe('Semaphore in a shared region', skip, () => {
       return false
     }, 'the big request to stand in line')
     const small = child(['sem-want', name, '1', String(TAKEN)])
-    assert.strictEqual(Atomics.load(w, 101) & 1, 1, 'W: waiters in line') // SEQ
+    assert.strictEqual(Atomics.load(w, SEMAPHORE_SEQ) & 1, 1, 'W: waiters in line') // SEQ
     sem.release(1) // 2 free: enough for the small one (now or when it comes), not for the first in line
     assert.strictEqual(Atomics.load(w, TAKEN), 0)
     sem.release(2) // 4 free: the first in line
@@ -334,18 +341,7 @@ describe('Semaphore in a shared region', skip, () => {
   test('processes killed at random points of acquire / release loops: no permit lost or doubled', { timeout: 120000 }, async () => {
     const { name, w, sem } = semaphore(2, 1)
     const rounds = stressRounds(25)
-    const survivors = [0, 1].map(() => child(['sem-loop', name, '-1']))
-    for (let r = 0; r < rounds; r++) {
-      const victim = child(['sem-loop', name, '-1'])
-      const start = Atomics.load(w, TURNS)
-      await until(() => Atomics.load(w, TURNS) > start + 5 + Math.floor(Math.random() * 40), 'the victim to run')
-      victim.kill('SIGKILL')
-      await victim.exited
-    }
-    const before = Atomics.load(w, TURNS)
-    await until(() => Atomics.load(w, TURNS) > before + 100, 'the survivors to go on')
-    for (const s of survivors) s.kill('SIGKILL')
-    await Promise.all(survivors.map((s) => s.exited))
+    await killAtRandom(w, rounds, () => child(['sem-loop', name, '-1']), () => child(['sem-loop', name, '-1']))
     assert.strictEqual(Atomics.load(w, ERRORS), 0, 'never more holders than permits')
     // Everyone is dead now: the next acquirer gets every permit back.
     assert.strictEqual(await sem.acquireAsync({ permits: 2, timeout: 5000 }).then((release) => { release(); return true }), true)
@@ -356,24 +352,24 @@ describe('Semaphore in a shared region', skip, () => {
 
   test('a region unlinked and made again: the new one starts with a table of its own; the old one, if it never used its table, is told', async () => {
     const { name, region } = fresh()
-    const old = new Semaphore(region.buffer, 400, 2)
+    const old = new Semaphore(region.buffer, AT.Semaphore, 2)
     assert.strictEqual(old.tryAcquire(1), true) // an entry in the old region's table
     const unused = SharedRegion.open(name) // the same mapping, another buffer: a table of its own to open
     SharedRegion.unlink(name)
-    const again = SharedRegion.open(name, { bytes: 512 })
-    const sem = new Semaphore(again.buffer, 400, 2)
+    const again = SharedRegion.open(name, { bytes: BYTES })
+    const sem = new Semaphore(again.buffer, AT.Semaphore, 2)
     assert.strictEqual(sem.tryAcquire(2), true, 'nothing of the old region counts here')
     sem.release(2)
     old.release(1) // the old region goes on with its own table
     assert.strictEqual(old.value, 2)
-    const late = new Semaphore(unused.buffer, 400)
+    const late = new Semaphore(unused.buffer, AT.Semaphore)
     assert.throws(() => late.tryAcquire(1), (e) => e instanceof SharedRegionError && e.code === 'ERR_REGION_NOT_FOUND')
     SharedRegion.unlink(name)
   })
 
   test('timeouts, signals, errors; the value here and in the other processes', { timeout: 60000 }, async () => {
     const { name, sem, region } = semaphore(1, 1)
-    const again = new Semaphore(region.buffer, 400)
+    const again = new Semaphore(region.buffer, AT.Semaphore)
     assert.strictEqual(again.value, 1)
     await sem.acquireAsync()
     assert.strictEqual(again.value, 0)
@@ -397,7 +393,7 @@ describe('Semaphore in a shared region', skip, () => {
 describe('RwLock in a shared region', skip, () => {
   function rwlock () {
     const r = fresh()
-    r.rw = new RwLock(r.region.buffer, 416)
+    r.rw = new RwLock(r.region.buffer, AT.RwLock)
     return r
   }
 
@@ -419,7 +415,7 @@ describe('RwLock in a shared region', skip, () => {
     assert.strictEqual(rw.readers, 2)
     assert.strictEqual(rw.tryWrite(), false)
     const writing = rw.writeAsync({ timeout: 10000 })
-    await until(() => (Atomics.load(w, 107) & 1) === 1, 'the writer to stand in line') // SEQ's LINED
+    await until(() => (Atomics.load(w, RWLOCK_SEQ) & 1) === 1, 'the writer to stand in line') // SEQ's LINED
     assert.strictEqual(rw.tryRead(), false, 'a waiting writer holds new readers off')
     assert.throws(() => rw.read(), DeadlockError, 'this thread waits to write')
     await child(['rw-try', name, String(ITEMS)]).exited
@@ -446,7 +442,7 @@ describe('RwLock in a shared region', skip, () => {
     const writer = child(['rw-hold', name, 'write'])
     await until(() => Atomics.load(w, HOLDING) === 1, 'the writer')
     const reader = child(['rw-read', name, String(ITEMS)])
-    await until(() => (Atomics.load(w, 107) & 1) === 1, 'the reader to stand in line') // SEQ's LINED
+    await until(() => (Atomics.load(w, RWLOCK_SEQ) & 1) === 1, 'the reader to stand in line') // SEQ's LINED
     let written = false
     const writing = rw.writeAsync({ timeout: 20000 }).then((release) => {
       written = true
@@ -492,18 +488,7 @@ describe('RwLock in a shared region', skip, () => {
   test('processes killed at random points of read / write loops: exclusion holds, the lock stays usable', { timeout: 120000 }, async () => {
     const { name, w, rw } = rwlock()
     const rounds = stressRounds(25)
-    const survivors = [0, 1].map((k) => child(['rw-loop', name, '-1', String(k)]))
-    for (let r = 0; r < rounds; r++) {
-      const victim = child(['rw-loop', name, '-1', String(2 + (r % 14))])
-      const start = Atomics.load(w, TURNS)
-      await until(() => Atomics.load(w, TURNS) > start + 5 + Math.floor(Math.random() * 40), 'the victim to run')
-      victim.kill('SIGKILL')
-      await victim.exited
-    }
-    const before = Atomics.load(w, TURNS)
-    await until(() => Atomics.load(w, TURNS) > before + 100, 'the survivors to go on')
-    for (const s of survivors) s.kill('SIGKILL')
-    await Promise.all(survivors.map((s) => s.exited))
+    await killAtRandom(w, rounds, (k) => child(['rw-loop', name, '-1', String(k)]), (r) => child(['rw-loop', name, '-1', String(2 + (r % 14))]))
     assert.strictEqual(Atomics.load(w, ERRORS), 0, 'a writer never inside with anyone')
     const status = rw.write(5000)
     assert.ok(status === ACQUIRED || status === OWNER_DIED)
@@ -524,7 +509,7 @@ describe('RwLock in a shared region', skip, () => {
     assert.strictEqual(rw.write(), ACQUIRED)
     assert.throws(() => rw.read(), DeadlockError)
     assert.throws(() => rw.write(), DeadlockError)
-    const again = new RwLock(rw.buffer, 416)
+    const again = new RwLock(rw.buffer, AT.RwLock)
     assert.strictEqual(again.isWriteLocked, true)
     await assert.rejects(again.readAsync({ timeout: 20 }), LockTimeoutError)
     const ac = new AbortController()
@@ -542,7 +527,7 @@ describe('RwLock in a shared region', skip, () => {
 describe('Once and the Atomics.Mutex shape in a shared region', skip, () => {
   test('Once: 4 processes × (main thread + 2 workers) call it together; fn runs exactly once', { timeout: 60000 }, async () => {
     const { name, region, w } = fresh()
-    const once = new Once(region.buffer, 432)
+    const once = new Once(region.buffer, AT.Once)
     const kids = [0, 1, 2, 3].map(() => child(['once-run', name]))
     await allExit(kids)
     assert.strictEqual(Atomics.load(w, RUNS), 1)
@@ -554,7 +539,7 @@ describe('Once and the Atomics.Mutex shape in a shared region', skip, () => {
 
   test('Once: fn\'s process killed inside fn; the next caller runs fn again, told ownerDied', { timeout: 60000 }, async () => {
     const { name, region, w } = fresh()
-    const once = new Once(region.buffer, 432)
+    const once = new Once(region.buffer, AT.Once)
     const dying = child(['once-die', name])
     await until(() => Atomics.load(w, HOLDING) === 1, 'fn to start in the child')
     const running = once.runAsync((info) => info.ownerDied, { timeout: 10000 })
@@ -567,14 +552,14 @@ describe('Once and the Atomics.Mutex shape in a shared region', skip, () => {
 
   test('Atomics.Mutex: 4 processes × (main thread + 2 workers) increment a plain counter under it', { timeout: 60000 }, async () => {
     const { name, region, w } = fresh()
-    const mutex = new Mutex(region.buffer, 448)
+    const mutex = new Mutex(region.buffer, AT.Mutex)
     const kids = [0, 1, 2, 3].map(() => child(['mutex-count', name, '500']))
     await allExit(kids)
     assert.strictEqual(w[COUNTER], 4 * THREADS * 500)
     const token = Mutex.lockIfAvailable(mutex, 0)
     assert.ok(token !== null && token.locked)
     // A Condition of the proposal's shape waits with it, across processes too.
-    const cv = new AtomicsCondition(region.buffer, 456)
+    const cv = new AtomicsCondition(region.buffer, AT.AtomicsCondition)
     assert.strictEqual(AtomicsCondition.waitFor(cv, token, 10), false)
     assert.strictEqual(AtomicsCondition.notify(cv), 0)
     token.unlock()
