@@ -60,7 +60,8 @@ const fs = require('fs')
 const os = require('os')
 const net = require('net')
 const path = require('path')
-const { fork, spawn, execFileSync } = require('child_process')
+const { options } = require('./lib/args')
+const { fork, execFileSync } = require('child_process')
 const { ROOT } = require('./lib/impl')
 const { histogram, add, quantile } = require('./lib/histogram')
 const { summary } = require('./lib/stats')
@@ -91,27 +92,16 @@ const LIBS = {
 }
 
 function parse (argv) {
-  const args = { seconds: 2, warmup: 0.5, rounds: 3, processes: 4, loads: ['idle', 'busy'], only: Object.keys(LIBS), json: null, timeout: 1200 }
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]
-    const next = () => {
-      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`)
-      return argv[++i]
-    }
-    if (a === '--seconds') args.seconds = Number(next())
-    else if (a === '--warmup') args.warmup = Number(next())
-    else if (a === '--rounds') args.rounds = Number(next())
-    else if (a === '--processes') args.processes = Number(next())
-    else if (a === '--loads') args.loads = next().split(',')
-    else if (a === '--only') args.only = next().split(',')
-    else if (a === '--json') args.json = next()
-    else if (a === '--timeout') args.timeout = Number(next())
-    else throw new Error(`unknown argument ${a}`)
-  }
-  for (const l of args.only) if (!LIBS[l]) throw new Error(`unknown library ${l} (known: ${Object.keys(LIBS).join(', ')})`)
-  for (const l of args.loads) if (l !== 'idle' && l !== 'busy') throw new Error(`unknown load ${l} (idle, busy)`)
-  if (!(args.seconds > 0) || !(args.warmup >= 0) || !(args.rounds >= 1) || !(args.processes >= 2)) throw new Error('bad --seconds, --warmup, --rounds or --processes')
-  return args
+  return options(argv, {
+    seconds: { min: 0.001, default: 2 },
+    warmup: { min: 0, default: 0.5 },
+    rounds: { int: true, min: 1, default: 3 },
+    processes: { int: true, min: 2, default: 4 },
+    loads: { list: ['idle', 'busy'], default: ['idle', 'busy'] },
+    only: { list: Object.keys(LIBS), default: Object.keys(LIBS) },
+    json: { string: true, default: null },
+    timeout: { min: 1, default: 1200 }
+  })
 }
 
 // --- cleanup -------------------------------------------------------------------
@@ -232,34 +222,14 @@ function removeDir (d) {
   live.dirs.delete(d)
 }
 
-// A server process: its output's tail (for error messages), stop() (signal,
-// then SIGKILL after `graceMs`), kill() (SIGKILL now, synchronous).
-function serverProcess (cmd, args, { stopSignal, graceMs = 10000, cwd }) {
-  const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd })
-  let tail = ''
-  const keep = (d) => { tail = (tail + d).slice(-4000) }
-  child.stdout.setEncoding('utf8').on('data', keep)
-  child.stderr.setEncoding('utf8').on('data', keep)
-  let exit = null
-  const exited = new Promise((resolve) => {
-    child.once('exit', (code, signal) => { exit = { code, signal }; resolve(exit) })
-    child.once('error', (e) => { keep(`\n${e.message}`); exit = exit || { code: -1, signal: null }; resolve(exit) })
-  })
-  const s = {
-    child,
-    exited,
-    get exit () { return exit },
-    tail: () => tail.trim(),
-    async stop () {
-      if (exit === null) {
-        child.kill(stopSignal)
-        const timer = setTimeout(() => child.kill('SIGKILL'), graceMs)
-        await exited
-        clearTimeout(timer)
-      }
-      live.servers.delete(s)
-    },
-    kill () { if (exit === null) child.kill('SIGKILL') }
+// A server process (scripts/pg-cluster.js), registered for cleanup() until
+// it is stopped.
+function serverProcess (cmd, args, opts) {
+  const s = pgCluster.serverProcess(cmd, args, opts)
+  const stop = s.stop
+  s.stop = async () => {
+    await stop()
+    live.servers.delete(s)
   }
   live.servers.add(s)
   return s

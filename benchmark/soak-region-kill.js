@@ -26,6 +26,7 @@
 // the failures and the rounds per second; exits 1 on any failure.
 const fs = require('fs')
 const path = require('path')
+const { options } = require('./lib/args')
 const { performance } = require('perf_hooks')
 const { until, startChild, regionsUnsupported } = require('../__test__/util')
 const { generator } = require('../__test__/fixtures/stress')
@@ -48,22 +49,12 @@ const PAUSE = 10
 const PARKED = 11
 
 function parse (argv) {
-  const args = { rounds: 3000, seconds: null, seed: null, cycle: 200 }
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]
-    const next = () => {
-      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`)
-      const v = Number(argv[++i])
-      if (!Number.isInteger(v) && a !== '--seconds') throw new Error(`${a} takes a whole number`)
-      if (!(v >= 0)) throw new Error(`${a} takes a number of 0 or more`)
-      return v
-    }
-    if (a === '--rounds') args.rounds = next()
-    else if (a === '--seconds') args.seconds = next()
-    else if (a === '--seed') args.seed = next()
-    else if (a === '--cycle') args.cycle = Math.max(1, next())
-    else throw new Error(`unknown argument ${a} (--rounds N | --seconds S, --seed N, --cycle N)`)
-  }
+  const args = options(argv, {
+    rounds: { int: true, min: 0, default: 3000 },
+    seconds: { min: 0, default: null },
+    seed: { int: true, min: 0, default: null },
+    cycle: { int: true, min: 1, default: 200 }
+  })
   if (args.seconds !== null) args.rounds = Infinity
   if (args.seed === null) args.seed = Math.floor(Math.random() * 0x7fffffff)
   return args

@@ -22,6 +22,7 @@
 // 1 on any failure.
 const fs = require('fs')
 const path = require('path')
+const { options } = require('./lib/args')
 const { performance } = require('perf_hooks')
 const { until, startChild, regionsUnsupported } = require('../__test__/util')
 
@@ -29,30 +30,15 @@ const ROOT = path.join(__dirname, '..')
 const FIXTURE = path.join(ROOT, '__test__', 'fixtures', 'region-primitives-child.js')
 const { SharedRegion, Semaphore, RwLock, ACQUIRED, OWNER_DIED } = require(ROOT)
 const SHM = '/dev/shm'
-// Fixture words (int32, see the fixture).
-const ERRORS = 19
-const TURNS = 25
-const PERMITS = 26
-const WANTED = 27
-const SEM_AT = 400
-const RW_AT = 416
+const { AT, ERRORS, TURNS, PERMITS, WANTED } = require('../__test__/fixtures/region-primitives-layout')
 const HARD_TIMEOUT = 600000
 
 function parse (argv) {
-  const args = { rounds: 2000, cycle: 100, only: null }
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]
-    if (a === '--only') {
-      args.only = argv[++i]
-      if (args.only !== 'semaphore' && args.only !== 'rwlock') throw new Error('--only takes semaphore or rwlock')
-      continue
-    }
-    if (a !== '--rounds' && a !== '--cycle') throw new Error(`unknown argument ${a}`)
-    const v = Number(argv[++i])
-    if (!Number.isInteger(v) || v < 1) throw new Error(`${a} takes a whole number of 1 or more`)
-    args[a.slice(2)] = v
-  }
-  return args
+  return options(argv, {
+    rounds: { int: true, min: 1, default: 2000 },
+    cycle: { int: true, min: 1, default: 100 },
+    only: { list: ['semaphore', 'rwlock'], default: null }
+  })
 }
 
 // One cycle of `rounds` rounds on a fresh region; failures as strings.
@@ -64,7 +50,7 @@ async function cycle (kind, rounds, n) {
   const failures = []
   const role = kind === 'semaphore' ? 'sem-loop' : 'rw-loop'
   if (kind === 'semaphore') {
-    new Semaphore(region.buffer, SEM_AT, 2) // eslint-disable-line no-new
+    new Semaphore(region.buffer, AT.Semaphore, 2) // eslint-disable-line no-new
     Atomics.store(w, PERMITS, 2)
     Atomics.store(w, WANTED, 1)
   }
@@ -91,7 +77,7 @@ async function cycle (kind, rounds, n) {
   await Promise.all(survivors.map((s) => s.exited))
   if (Atomics.load(w, ERRORS) !== 0) failures.push(`${kind}: exclusion broken ${Atomics.load(w, ERRORS)} times`)
   if (kind === 'semaphore') {
-    const sem = new Semaphore(region.buffer, SEM_AT)
+    const sem = new Semaphore(region.buffer, AT.Semaphore)
     let all = false
     try {
       sem.acquire({ permits: 2, timeout: 5000 })
@@ -104,7 +90,7 @@ async function cycle (kind, rounds, n) {
       sem.release(2)
     }
   } else {
-    const rw = new RwLock(region.buffer, RW_AT)
+    const rw = new RwLock(region.buffer, AT.RwLock)
     let status = null
     try {
       status = rw.write(5000)
@@ -130,7 +116,7 @@ async function main () {
     console.log(`skipped: shared regions are not supported here (${why})`)
     return
   }
-  const kinds = args.only ? [args.only] : ['semaphore', 'rwlock']
+  const kinds = args.only || ['semaphore', 'rwlock']
   const failures = []
   const started = performance.now()
   let done = 0

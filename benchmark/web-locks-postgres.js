@@ -30,6 +30,7 @@ const fs = require('fs')
 const os = require('os')
 const net = require('net')
 const path = require('path')
+const { options } = require('./lib/args')
 const { fork, execFileSync } = require('child_process')
 const pgCluster = require('../scripts/pg-cluster')
 
@@ -45,27 +46,15 @@ const LIBS = {
 }
 
 function parse (argv) {
-  const args = { seconds: 3, warmup: 0.5, rounds: 1, processes: 4, names: [1, 100], only: Object.keys(LIBS), json: null }
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]
-    const next = () => {
-      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`)
-      return argv[++i]
-    }
-    if (a === '--seconds') args.seconds = Number(next())
-    else if (a === '--warmup') args.warmup = Number(next())
-    else if (a === '--rounds') args.rounds = Number(next())
-    else if (a === '--processes') args.processes = Number(next())
-    else if (a === '--names') args.names = next().split(',').map(Number)
-    else if (a === '--only') args.only = next().split(',')
-    else if (a === '--json') args.json = next()
-    else throw new Error(`unknown argument ${a}`)
-  }
-  for (const l of args.only) if (!LIBS[l]) throw new Error(`unknown library ${l} (known: ${Object.keys(LIBS).join(', ')})`)
-  if (!(args.seconds > 0) || !(args.warmup >= 0) || !(args.rounds >= 1) || !(args.processes >= 2) || !args.names.every((n) => n >= 1)) {
-    throw new Error('bad --seconds, --warmup, --rounds, --processes or --names')
-  }
-  return args
+  return options(argv, {
+    seconds: { min: 0.001, default: 3 },
+    warmup: { min: 0, default: 0.5 },
+    rounds: { int: true, min: 1, default: 1 },
+    processes: { int: true, min: 2, default: 4 },
+    names: { list: true, numbers: true, int: true, min: 1, default: [1, 100] },
+    only: { list: Object.keys(LIBS), default: Object.keys(LIBS) },
+    json: { string: true, default: null }
+  })
 }
 
 const stops = [] // what to stop at the end

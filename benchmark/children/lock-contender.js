@@ -34,7 +34,7 @@
 const { performance } = require('perf_hooks')
 const { ROOT } = require('../lib/impl')
 const { loopSync, loopAsync } = require('../lib/contend')
-const { ownCpuMs } = require('../lib/child')
+const { ownCpuMs, guardContender } = require('../lib/child')
 
 const spec = JSON.parse(process.argv[2])
 const started = Date.now()
@@ -42,20 +42,7 @@ const started = Date.now()
 const LOCK_TIMEOUT = 20000
 const ME = spec.id + 1
 
-function fail (why) {
-  const message = `process ${spec.id} (${spec.lib}): ${why && why.stack ? why.stack : why}`
-  if (process.connected) process.send({ error: message }, () => process.exit(2))
-  else process.exit(2)
-  setTimeout(() => process.exit(2), 2000).unref()
-}
-
-process.on('disconnect', () => process.exit(4))
-process.on('uncaughtException', fail)
-process.on('unhandledRejection', fail)
-setTimeout(() => {
-  process.stderr.write(`lock-contender ${spec.id} (${spec.lib}): still running after ${spec.limitMs} ms\n`)
-  process.exit(3)
-}, spec.limitMs).unref()
+const fail = guardContender(spec, 'lock-contender')
 
 // The shared counter and the "who is inside" word: in the region when there
 // is one, else local to this process (then nothing is checked across

@@ -20,19 +20,12 @@ const { performance } = require('perf_hooks')
 const path = require('path')
 
 const ROOT = path.join(__dirname, '..', '..')
+const { guardContender } = require('../lib/child')
+
 const spec = JSON.parse(process.argv[2])
 const now = () => performance.timeOrigin + performance.now()
 
-function fail (why) {
-  const message = `process ${spec.id} (${spec.lib}): ${why && why.stack ? why.stack : why}`
-  if (process.connected) process.send({ error: message }, () => process.exit(2))
-  else process.exit(2)
-  setTimeout(() => process.exit(2), 2000).unref()
-}
-process.on('disconnect', () => process.exit(4))
-process.on('uncaughtException', fail)
-process.on('unhandledRejection', fail)
-setTimeout(() => process.exit(3), spec.limitMs).unref()
+const fail = guardContender(spec, 'web-locks-postgres-contender')
 
 const names = Array.from({ length: spec.names }, (_, i) => `bench-${i}`)
 

@@ -47,4 +47,26 @@ function ownCpuMs () {
   return (u.user + u.system) / 1000
 }
 
-module.exports = { runChild, childrenCpu, addChildrenCpu, ownCpuMs }
+// In a contender forked with an IPC channel (`spec`: { id, lib, limitMs }):
+// an uncaught error or rejection is sent to the parent as { error } and
+// ends the process (code 2); the parent going away ends it (code 4), and
+// so does overrunning spec.limitMs (code 3, with a line on stderr).
+// Returns the failing function, for errors the contender catches itself.
+function guardContender (spec, who) {
+  function fail (why) {
+    const message = `process ${spec.id} (${spec.lib}): ${why && why.stack ? why.stack : why}`
+    if (process.connected) process.send({ error: message }, () => process.exit(2))
+    else process.exit(2)
+    setTimeout(() => process.exit(2), 2000).unref()
+  }
+  process.on('disconnect', () => process.exit(4))
+  process.on('uncaughtException', fail)
+  process.on('unhandledRejection', fail)
+  setTimeout(() => {
+    process.stderr.write(`${who} ${spec.id} (${spec.lib}): still running after ${spec.limitMs} ms\n`)
+    process.exit(3)
+  }, spec.limitMs).unref()
+  return fail
+}
+
+module.exports = { runChild, childrenCpu, addChildrenCpu, ownCpuMs, guardContender }
