@@ -649,8 +649,11 @@ describe('SharedRegion: wait, notify and waitAsync across processes', skip, () =
       const expected = [1, 2, 3, 100, 4, 5]
       for (let k = 0; k < expected.length; k++) {
         assert.strictEqual(notify(words, 0, 1), 1, `notify #${k + 1}`)
-        await until(() => Atomics.load(words, ORDER) === k + 1, `waiter #${k + 1} to wake`)
+        // A woken waiter takes its place (ORDER + 1) before it writes its
+        // code there: wait for the code, then check nobody else woke.
+        await until(() => Atomics.load(words, ORDER + 1 + k) !== 0, `waiter #${k + 1} to wake`)
         assert.strictEqual(Atomics.load(words, ORDER + 1 + k), expected[k], `woken #${k + 1}: ${codesAt(words, ORDER + 1, k + 1)}`)
+        assert.strictEqual(Atomics.load(words, ORDER), k + 1, `one waiter woken by notify #${k + 1}`)
       }
       assert.strictEqual(notify(words, 0), 0)
       assert.strictEqual(await here, 'ok')
