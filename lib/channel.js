@@ -896,7 +896,7 @@ function spin (s, dir, ready, arg, blocking) {
 // is woken: on a busy machine the channel's waiters sleep at once. Elsewhere
 // (no /proc/loadavg) the answer is false, and spins adapt as before.
 const BUSY_MS = 50
-const CORES = Math.max(1, require('os').cpus().length)
+let cores = 0 // counted at the first look (os.cpus() costs a fraction of a ms)
 let busyUntil = -Infinity
 let busy = false
 let loadavg = true // false: not available here
@@ -904,7 +904,8 @@ function machineBusy () {
   const t = performance.now()
   if (t < busyUntil) return busy
   busyUntil = t + BUSY_MS
-  busy = runnable() > CORES
+  if (cores === 0) cores = Math.max(1, require('os').cpus().length)
+  busy = runnable() > cores
   return busy
 }
 // Opened, read and closed each time (every BUSY_MS at most): a descriptor

@@ -3,9 +3,9 @@
 // no binary loads, the loader's own error says little ("Cannot find native
 // binding"); this one names the platform, what was tried and what to do.
 const path = require('path')
-const { host, publishedPackages } = require('./platform')
 
 function loadError (cause) {
+  const { host, publishedPackages } = require('./platform')
   const h = host()
   const published = publishedPackages()
   const shipped = published.map((name) => name.slice('shared-futex-'.length))
@@ -33,10 +33,29 @@ function loadError (cause) {
   return error
 }
 
-let binding
-try {
-  binding = require('../binding.js')
-} catch (e) {
-  throw loadError(e)
+const addon = require('./addon-file')
+
+// The .node file binding.js loaded (a WebAssembly fallback has none).
+function fileOf () {
+  const loader = require.cache[require.resolve('../binding.js')]
+  const child = loader === undefined ? undefined : loader.children.find((m) => /\.node$/.test(m.id))
+  return child === undefined ? null : child.id
+}
+
+let binding = null
+if (addon.file !== null) {
+  try {
+    binding = require(addon.file)
+  } catch {
+    addon.file = null
+  }
+}
+if (binding === null) {
+  try {
+    binding = require('../binding.js')
+  } catch (e) {
+    throw loadError(e)
+  }
+  addon.file = fileOf()
 }
 module.exports = binding

@@ -6,7 +6,14 @@ const { types } = require('util')
 const { performance } = require('perf_hooks')
 const { hasAtomics } = require('./host')
 const { AtomicsUnavailableError } = require('./errors')
-const { regionBuffers } = require('./futex').internal
+// Loaded when first needed (lib/futex.js loads the addon): a synchronous
+// call's caller checks its options with this module before it starts the
+// worker, and loads the rest while the worker starts.
+let regionBuffers = null
+const isRegionBuffer = (buffer) => {
+  if (regionBuffers === null) regionBuffers = require('./futex').internal.regionBuffers
+  return regionBuffers.has(buffer)
+}
 
 const now = () => performance.now()
 
@@ -33,7 +40,7 @@ function sharedView (what, buffer, byteOffset, bytes) {
     }
     return new Int32Array(new SharedArrayBuffer(bytes))
   }
-  if (!regionBuffers.has(buffer) && !types.isSharedArrayBuffer(buffer)) {
+  if (!types.isSharedArrayBuffer(buffer) && !isRegionBuffer(buffer)) {
     throw new TypeError(`${what}: the buffer must be a SharedArrayBuffer, got ${show(buffer)}`)
   }
   const offset = byteOffset === undefined ? 0 : byteOffset

@@ -18,17 +18,34 @@
 // addon's registry of ended threads): a worker that is terminated, exits or
 // crashes wakes the caller with a SyncWorkerError, and one that fails while
 // loading the module, or throws outside a call, reports why first.
+//
+// What a caller needs before its worker starts is loaded with this module;
+// the rest (the Channel, the addon, v8) when first needed: a function that
+// starts its worker at once (shared-futex/synckit's) loads them while the
+// worker thread boots, and hands the rings to it on its port (`handoff`).
 const path = require('path')
-const v8 = require('v8')
 const { Worker, isMainThread, MessageChannel, receiveMessageOnPort } = require('worker_threads')
 const workerThreads = require('worker_threads')
 const { fileURLToPath } = require('url')
-const { Channel, internal: { adaptBlockingSpin } } = require('./channel')
 const { checkCanBlock } = require('./host')
-const { isThreadAlive } = require('./futex').internal
 const { SyncCallTimeoutError, SyncWorkerError, ChannelTimeoutError, ChannelClosedError } = require('./errors')
 const { show, timeoutOf, deadlineOf, timeLeft } = require('./options')
 const { itemBytes, writeItem, readItem } = require('./wire')
+const addon = require('./addon-file')
+
+let v8module = null
+const v8 = () => v8module === null ? (v8module = require('v8')) : v8module
+// lib/channel.js and lib/futex.js (with the addon), once.
+let Channel = null
+let adaptBlockingSpin = null
+let isThreadAlive = null
+function loadChannel () {
+  if (Channel !== null) return
+  const channel = require('./channel')
+  isThreadAlive = require('./futex').internal.isThreadAlive
+  adaptBlockingSpin = channel.internal.adaptBlockingSpin
+  Channel = channel.Channel
+}
 
 const SERVE = Symbol.for('shared-futex.serveSync')
 // Set by lib/sync-worker.js as it starts loading the worker's module.
@@ -154,7 +171,7 @@ function header (size, id, kind, form, reason) {
 }
 
 function encodeV8 (id, kind, payload, reason) {
-  const body = v8.serialize(payload) // throws for what does not clone
+  const body = v8().serialize(payload) // throws for what does not clone
   const buf = header(HEADER + body.length, id, kind, V8, reason)
   body.copy(buf, HEADER)
   return buf
@@ -236,7 +253,7 @@ function decode (bytes) {
   }
   let payload
   if (buf[9] === V8) {
-    payload = v8.deserialize(buf.subarray(body))
+    payload = v8().deserialize(buf.subarray(body))
   } else {
     const values = new Array(buf.readUInt32LE(body))
     let at = body + 4
@@ -270,7 +287,7 @@ if (typeof AggregateError === 'function') BUILTIN.AggregateError = AggregateErro
 
 function serializes (value) {
   try {
-    v8.serialize(value)
+    v8().serialize(value)
     return true
   } catch {
     return false
@@ -467,21 +484,39 @@ function inPreloadOfSyncWorker () {
  * and blocks until it answers; see index.d.ts.
  */
 function createSyncFn (workerPath, options) {
+  return create(workerPath, options, false)
+}
+
+// createSyncFn; `early`: the workers start now, not at the first call (as
+// synckit's do), and the rings are made while they boot.
+function create (workerPath, options, early) {
   const file = pathOf(workerPath)
   const opts = syncOptions(options)
-  const requests = new Channel({ bytes: opts.bytes, codec: 'bytes' })
-  const answers = new Channel({ bytes: opts.bytes, codec: 'bytes' })
-  // The caller spins for the answer only while that pays: a worker woken
-  // on its doorbell often answers later than a spin lasts, and a fruitless
-  // spin takes the CPU that worker needs.
-  adaptBlockingSpin(answers)
+  let requests = null
+  let answers = null
+  let large = Infinity
+  // The rings: made here (a `bytes` the Channel refuses throws from
+  // createSyncFn), or, `early`, once the workers are started.
+  function rings () {
+    loadChannel()
+    requests = new Channel({ bytes: opts.bytes, codec: 'bytes' })
+    answers = new Channel({ bytes: opts.bytes, codec: 'bytes' })
+    // The caller spins for the answer only while that pays: a worker woken
+    // on its doorbell often answers later than a spin lasts, and a fruitless
+    // spin takes the CPU that worker needs.
+    adaptBlockingSpin(answers)
+    large = largeBytes(requests)
+  }
+  if (!early) rings()
   // The workers' doorbell where V8 has Atomics.waitAsync: [rung, asleep
   // (how many workers sleep on it)].
   const bell = typeof Atomics.waitAsync === 'function' ? new Int32Array(new SharedArrayBuffer(8)) : null
+  // Workers started before the rings exist wait on this word (0) until the
+  // caller has posted the rings' handles on their ports (1), or failed (2).
+  const handoff = early ? new Int32Array(new SharedArrayBuffer(4)) : null
   let started = false
   const workers = [] // the pool
   const ports = [] // the caller's end of each worker's port
-  const large = largeBytes(requests)
   let pending = null // { id, msg }: a LARGE CALL, until a worker pulls it
   const tids = [] // of the pool's workers
   let gone = null // { reason, cause } once a worker failed or ended
@@ -513,7 +548,18 @@ function createSyncFn (workerPath, options) {
     started = true
     try {
       for (let k = 0; k < opts.workers; k++) startOne()
+      if (requests === null) {
+        rings()
+        const handles = { requests: requests.handle, answers: answers.handle, addon: addon.file }
+        for (const port of ports) port.postMessage(handles)
+        Atomics.store(handoff, 0, 1)
+        Atomics.notify(handoff, 0)
+      }
     } catch (e) {
+      if (handoff !== null && Atomics.load(handoff, 0) === 0) {
+        Atomics.store(handoff, 0, 2)
+        Atomics.notify(handoff, 0)
+      }
       gone = { reason: 'start', cause: e }
       for (const w of workers) w.terminate().catch(() => {})
       workers.length = 0
@@ -524,7 +570,9 @@ function createSyncFn (workerPath, options) {
   function startOne () {
     const { port1, port2 } = new MessageChannel()
     const options = Object.assign({}, opts.workerOptions, {
-      workerData: { [MARK]: 1, file, requests: requests.handle, answers: answers.handle, bell: bell === null ? undefined : bell.buffer, port: port2, index: workers.length },
+      workerData: requests !== null
+        ? { [MARK]: 1, file, requests: requests.handle, answers: answers.handle, addon: addon.file, bell: bell === null ? undefined : bell.buffer, port: port2, index: workers.length }
+        : { [MARK]: 1, file, handoff: handoff.buffer, bell: bell === null ? undefined : bell.buffer, port: port2, index: workers.length },
       transferList: (opts.workerOptions.transferList || []).concat([port2])
     })
     // lib/sync-preload.js before any other preload of the worker (those of
@@ -657,6 +705,12 @@ function createSyncFn (workerPath, options) {
       throw fromRecord(msg.payload)
     }
   }
+  // Started now: a failure to start is thrown by the first call.
+  if (early && !inPreloadOfSyncWorker()) {
+    try {
+      start()
+    } catch {}
+  }
   fn.close = close
   if (typeof Symbol.asyncDispose === 'symbol') fn[Symbol.asyncDispose] = close
   if (typeof Symbol.dispose === 'symbol') fn[Symbol.dispose] = () => { close() }
@@ -682,5 +736,5 @@ function serveSync (fn) {
 module.exports = {
   createSyncFn,
   serveSync,
-  internal: { toRecord, fromRecord, SERVE, MODULE_LOADING, isOurs, decode, encodeReturn, encodeThrow, encodeReport, withOutput, largeBytes, notice, post, CALL, PULL }
+  internal: { create, toRecord, fromRecord, SERVE, MODULE_LOADING, isOurs, decode, encodeReturn, encodeThrow, encodeReport, withOutput, largeBytes, notice, post, CALL, PULL }
 }

@@ -13,9 +13,32 @@
 // module sets itself up when lib/sync-worker.js asks (`setUp`), after the
 // other preloads (one of them that throws is then seen as the thread's end).
 const worker = require('worker_threads')
+const { internal } = require('./sync-call')
+
+// The rings' handles (and the addon's file): in workerData, or, for a
+// worker started before its caller made them (lib/sync-call.js,
+// `handoff`), posted on its port once made (the caller does that right
+// after starting the worker, before it waits for anything). Taken before
+// the rest loads, so that the addon loads from the caller's file.
+let handles = null
+function takeHandles (data) {
+  if (handles !== null) return handles
+  if (data.handoff === undefined) {
+    handles = data
+  } else {
+    const handoff = new Int32Array(data.handoff)
+    while (Atomics.load(handoff, 0) === 0) Atomics.wait(handoff, 0, 0)
+    const got = worker.receiveMessageOnPort(data.port)
+    if (got === undefined) process.exit(1) // the caller failed to make them: it ends this worker
+    handles = got.message
+  }
+  if (typeof handles.addon === 'string') require('./addon-file').file = handles.addon
+  return handles
+}
+if (internal.isOurs(worker.workerData)) takeHandles(worker.workerData)
+
 const { Channel, internal: { spinRecv } } = require('./channel')
 const { ChannelClosedError } = require('./errors')
-const { internal } = require('./sync-call')
 
 const { toRecord, SERVE, decode, encodeReturn, encodeThrow, encodeReport, withOutput, largeBytes, notice, post, CALL, PULL } = internal
 let requests = null
@@ -125,15 +148,28 @@ async function next () {
   for (;;) {
     let request = requests.tryRecv()
     if (request !== Channel.EMPTY) return request
-    // Calls that follow each other closely: look for a while first.
-    if (spinRecv(requests) && (request = requests.tryRecv()) !== Channel.EMPTY) return request
+    // Calls that follow each other closely: look for a while first; not
+    // while a call of this worker runs (concurrent serving), whose answer
+    // the spin would hold up (its caller sends nothing until it has it).
+    if (unanswered === 0 && spinRecv(requests) && (request = requests.tryRecv()) !== Channel.EMPTY) return request
     const rung = Atomics.load(bell, BELL_RUNG)
     Atomics.add(bell, BELL_ASLEEP, 1)
     // Announced first, then looked again: a caller that committed before
     // the announcement is seen here, one after it sees the announcement.
     try {
       request = requests.tryRecv()
-      if (request === Channel.EMPTY) await Atomics.waitAsync(bell, BELL_RUNG, rung).value
+      if (request === Channel.EMPTY) {
+        const rang = Atomics.waitAsync(bell, BELL_RUNG, rung).value
+        if (unanswered === 0 || typeof rang === 'string') {
+          await rang
+        } else if (await Promise.race([rang, settled()]) === undefined) {
+          // While calls run: awake again as one is answered, to spin for
+          // the next call; the wait on the doorbell, still pending, is
+          // ended by a ring (the pool's other workers look and sleep again).
+          Atomics.add(bell, BELL_RUNG, 1)
+          Atomics.notify(bell, BELL_RUNG)
+        }
+      }
     } finally {
       Atomics.sub(bell, BELL_ASLEEP, 1)
     }
@@ -142,7 +178,12 @@ async function next () {
 }
 
 // A call of `concurrent` serving: answered when its handler settles, while
-// the next calls are taken.
+// the next calls are taken. `unanswered` counts those started and not
+// answered yet.
+let unanswered = 0
+// Resolves the promise of settled(), if one waits.
+let onSettled = null
+const settled = () => new Promise((resolve) => { onSettled = resolve })
 function start (fn, id, args) {
   let value
   try {
@@ -151,8 +192,24 @@ function start (fn, id, args) {
     answer(id, false, e)
     return
   }
-  Promise.resolve(value).then((v) => answer(id, true, v), (e) => answer(id, false, e))
+  unanswered++
+  const done = (ok, v) => {
+    unanswered--
+    answer(id, ok, v)
+    if (onSettled !== null) {
+      const resolve = onSettled
+      onSettled = null
+      resolve()
+    }
+  }
+  Promise.resolve(value).then((v) => done(true, v), (e) => done(false, e))
 }
+
+// Microtask turns given to handlers that settle at once (an async function
+// that awaits nothing slow) before the worker looks for the next call: its
+// spin (lib/channel.js spinRecv) holds the thread, and an answer sent from
+// a promise reaction would wait for the spin to end.
+const SETTLE_TURNS = 8
 
 // Takes the calls and answers them: one at a time (serveSync), or, where
 // `concurrent` (synckit's runAsWorker, lib/synckit.js), each as it comes, as
@@ -181,6 +238,7 @@ async function serve (fn, concurrent) {
     if (captured === null) captured = []
     if (concurrent) {
       start(fn, call.id, call.payload)
+      for (let k = 0; k < SETTLE_TURNS && unanswered > 0; k++) await null
       continue
     }
     let ok = true
@@ -198,8 +256,9 @@ async function serve (fn, concurrent) {
 function setUp () {
   if (requests !== null) return
   const data = worker.workerData
-  requests = new Channel(data.requests)
-  answers = new Channel(data.answers)
+  takeHandles(data)
+  requests = new Channel(handles.requests)
+  answers = new Channel(handles.answers)
   bell = data.bell === undefined ? null : new Int32Array(data.bell)
   port = data.port
   index = data.index

@@ -5,7 +5,7 @@
 const fs = require('fs')
 const path = require('path')
 const { fileURLToPath, pathToFileURL, URL } = require('url')
-const { createSyncFn: create, internal } = require('./sync-call')
+const { internal } = require('./sync-call')
 const { SyncCallTimeoutError } = require('./errors')
 const { show } = require('./options')
 
@@ -318,10 +318,11 @@ function createSyncFn (workerPath, timeoutOrOptions) {
     const source = shims.map(shimSource).join('')
     execArgv = ['--import', `data:text/javascript,${encodeURIComponent(source)}`].concat(execArgv)
   }
-  const call = create(target, {
+  // The worker starts now, as synckit's does (not at the first call).
+  const call = internal.create(target, {
     timeout: opts.timeout,
     workerOptions: { execArgv, transferList: opts.transferList }
-  })
+  }, true)
   // A timeout keeps its class (SyncCallTimeoutError, code
   // ERR_SYNC_CALL_TIMEOUT) and says it with synckit's words too, which
   // callers match.
