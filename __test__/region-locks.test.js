@@ -9,7 +9,7 @@ const assert = require('assert')
 const path = require('path')
 const { test, describe } = require('./harness')
 const { runChild, startChild, regionSkip, freshRegion, transcript, until } = require('./util')
-const { SharedRegion, waitAsync } = require('..')
+const { SharedRegion, waitAsync, notify } = require('..')
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'region-locks-child.js')
 const HARD_TIMEOUT = 30000
@@ -94,6 +94,55 @@ describe('region.locks: Web Locks across processes', skip, () => {
     assert.deepStrictEqual(await blocked.exited, { code: 0, signal: null })
     assert.strictEqual(Atomics.load(w, 6), 1)
     SharedRegion.unlink(name)
+  })
+
+  // Fixture words of the 'cycle' role.
+  const CYCLE_HELD = 16
+  const CYCLE_GO = 20
+  const CYCLE_OUT = 24
+  const untilPending = async (region, name, n) => {
+    for (let i = 0; (await region.locks.query()).pending.filter((p) => p.name === name).length !== n; i++) {
+      assert.ok(i < 4000, `${n} pending requests for ${name} never showed in query()`)
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+  }
+  // Processes 0, 1 and 2 hold a, b and c in requestSync (in the modes
+  // given); then, one after the other, 0 asks for b and blocks, 1 for c and
+  // blocks, and 2 for a.
+  async function cycleOfThree (holdModes, askModes) {
+    const { name, region, w } = freshRegion('rl', 128)
+    const args = (k, hold, want) => ['cycle', name, hold, want, String(k), holdModes[k], askModes[k]]
+    const kids = [child(args(0, 'a', 'b')), child(args(1, 'b', 'c'))]
+    const ended = runChild([FIXTURE, ...args(2, 'c', 'a')], { timeoutMs: HARD_TIMEOUT })
+    await until(() => [0, 1, 2].every((k) => Atomics.load(w, CYCLE_HELD + k) === 1), 'a, b and c held')
+    for (const k of [0, 1, 2]) {
+      Atomics.store(w, CYCLE_GO + k, 1)
+      notify(w, CYCLE_GO + k)
+      if (k < 2) await untilPending(region, k === 0 ? 'b' : 'c', 1)
+    }
+    const last = await ended
+    for (const k of kids) assert.deepStrictEqual(await k.exited, { code: 0, signal: null }, 'the others go on')
+    assert.strictEqual(last.code, 0, transcript(last))
+    const outs = [0, 1, 2].map((k) => Atomics.load(w, CYCLE_OUT + k))
+    assert.deepStrictEqual(await region.locks.query(), { held: [], pending: [] })
+    SharedRegion.unlink(name)
+    return { kids, outs, last }
+  }
+
+  test('a requestSync that would close a cycle of threads blocked in requestSync in three processes is a DeadlockError naming it; the others go on', { timeout: 60000 }, async () => {
+    const { kids, outs, last } = await cycleOfThree(['exclusive', 'exclusive', 'exclusive'], ['exclusive', 'exclusive', 'exclusive'])
+    assert.deepStrictEqual(outs, [1, 1, 2], 'the last to block is refused, the others are granted in the end')
+    const { cycle, message } = JSON.parse(last.stdout.trim().split('\n').pop())
+    assert.deepStrictEqual(cycle.map((c) => c.name), ['a', 'b', 'c'])
+    const pids = cycle.map((c) => Number(c.clientId.split('-')[0]))
+    assert.deepStrictEqual(pids.slice(1), kids.map((k) => k.pid), 'each waits for the next one\'s process')
+    assert.ok(!pids.slice(1).includes(pids[0]))
+    assert.match(message, new RegExp(`this thread \\(${cycle[0].clientId}\\) would wait for "a" on ${cycle[1].clientId}; ${cycle[1].clientId} waits for "b" on ${cycle[2].clientId}; ${cycle[2].clientId} waits for "c" on this thread`))
+  })
+
+  test('a wait that closes no cycle is no DeadlockError: a shared request beside a blocked shared holder', { timeout: 60000 }, async () => {
+    const { outs } = await cycleOfThree(['shared', 'exclusive', 'exclusive'], ['exclusive', 'exclusive', 'shared'])
+    assert.deepStrictEqual(outs, [1, 1, 1])
   })
 
   test("steal from another process: the holder's request rejects with an AbortError there", { timeout: 60000 }, async () => {

@@ -11,7 +11,8 @@
 //   word 2      the next request's arrival number
 //   then SLOTS request slots of SLOT_WORDS words each:
 //     STATE     FREE, PENDING, HELD, STOLEN (held, then stolen: no longer counts)
-//     MODE      0 exclusive, 1 shared
+//     MODE      bit 0: shared (else exclusive); bit 1 (SYNC): a blocking
+//               requestSync's request (its thread runs nothing until granted)
 //     ORDER     arrival number (the queue's order)
 //     OWNER     the requesting thread's owner id in the table's region (liveness)
 //     PID, TID  for clientId
@@ -35,7 +36,7 @@ const { enqueueAsync, cancelAsync } = futex.internal
 const { AsyncLock } = require('./lock')
 const { SharedRegionError, DeadlockError, OWNER_DIED } = require('./errors')
 const { checkCanBlock } = require('./host')
-const { parse, reasonOf, domError, newLock, adopt } = require('./web-locks').internal
+const { parse, reasonOf, domError, newLock, adopt, cycleDeadlock } = require('./web-locks').internal
 
 const SLICE = 50
 const SLOTS = 1024
@@ -57,6 +58,8 @@ const FREE = 0
 const PENDING = 1
 const HELD = 2
 const STOLEN = 3
+const SHARED = 1
+const SYNC = 2
 
 const at = (slot) => FIRST_SLOT + slot * SLOT_WORDS
 
@@ -140,7 +143,7 @@ function infoOf (w, s) {
   const b = at(s)
   return {
     name: nameOf(w, s),
-    mode: Atomics.load(w, b + MODE) === 1 ? 'shared' : 'exclusive',
+    mode: (Atomics.load(w, b + MODE) & SHARED) !== 0 ? 'shared' : 'exclusive',
     clientId: `${Atomics.load(w, b + PID)}-thread-${Atomics.load(w, b + TID)}`
   }
 }
@@ -199,7 +202,54 @@ function slotsOf (w, name) {
   return { held, pending }
 }
 
-const isShared = (w, s) => Atomics.load(w, at(s) + MODE) === 1
+const isShared = (w, s) => (Atomics.load(w, at(s) + MODE) & SHARED) !== 0
+const ownerOf = (w, s) => Atomics.load(w, at(s) + OWNER)
+
+// Under the mutex: the owners that pending request `s` waits for: the
+// holders of its name it conflicts with, and the owners of requests queued
+// ahead of it, except shared ones a shared `s` would be granted with (no
+// exclusive request between them).
+function blockersOf (w, s) {
+  const name = nameOf(w, s)
+  const { held, pending } = slotsOf(w, name)
+  const shared = isShared(w, s)
+  const out = new Set()
+  for (const h of held) if (!shared || !isShared(w, h)) out.add(ownerOf(w, h))
+  let exclusiveBetween = !shared
+  for (let i = pending.indexOf(s) - 1; i >= 0; i--) {
+    const p = pending[i]
+    if (!isShared(w, p)) exclusiveBetween = true
+    if (exclusiveBetween) out.add(ownerOf(w, p))
+  }
+  return out
+}
+
+// Under the mutex: the cycle of threads blocked in requestSync that the
+// blocking request `start` (of this thread, pending) closes, as slots, each
+// waiting for the next one's owner, the last for this thread; or null. A
+// thread blocked in requestSync has exactly one pending SYNC request.
+function cycleFrom (m, start) {
+  const w = m.w
+  const blockedIn = new Map()
+  for (let s = 0; s < SLOTS; s++) {
+    if (Atomics.load(w, at(s) + STATE) === PENDING && (Atomics.load(w, at(s) + MODE) & SYNC) !== 0) blockedIn.set(ownerOf(w, s), s)
+  }
+  const seen = new Set()
+  const path = []
+  const visit = (s) => {
+    path.push(s)
+    for (const o of blockersOf(w, s)) {
+      if (o === m.me) return true
+      const next = blockedIn.get(o)
+      if (next === undefined || seen.has(o)) continue
+      seen.add(o)
+      if (visit(next)) return true
+    }
+    path.pop()
+    return false
+  }
+  return visit(start) ? path : null
+}
 
 // Under the mutex: grants the requests of `name` that can be, in order
 // (the spec's "process the lock request queue").
@@ -252,10 +302,12 @@ function allocate (w) {
 // Under the mutex: queues a request of this thread (granting it if it can
 // be): its slot; UNAVAILABLE (ifAvailable found it taken), FULL, or, for a
 // blocking caller, DEADLOCK (a lock or request of this thread would keep it
-// waiting for ever).
+// waiting for ever) or CYCLE (it would close a cycle of threads blocked in
+// requestSync, in any processes: m.lastCycle says which).
 const UNAVAILABLE = -1
 const FULL = -2
 const DEADLOCK = -3
+const CYCLE = -4
 
 function enqueue (m, name, opts, blocking) {
   const w = m.w
@@ -286,7 +338,7 @@ function enqueue (m, name, opts, blocking) {
     if (s < 0) return
     const b = at(s)
     writeName(w, s, name)
-    Atomics.store(w, b + MODE, opts.mode === 'shared' ? 1 : 0)
+    Atomics.store(w, b + MODE, (opts.mode === 'shared' ? SHARED : 0) | (blocking ? SYNC : 0))
     Atomics.store(w, b + OWNER, m.me)
     Atomics.store(w, b + PID, process.pid)
     Atomics.store(w, b + TID, threadId)
@@ -299,6 +351,17 @@ function enqueue (m, name, opts, blocking) {
       processQueue(w, name)
     }
     slot = s
+    // Registered as blocked and the cycle looked for in one step under the
+    // mutex: of the threads that close a cycle, the last to block finds it.
+    if (blocking && Atomics.load(w, b + STATE) === PENDING) {
+      const cycle = cycleFrom(m, s)
+      if (cycle !== null) {
+        m.lastCycle = cycle.map((c) => { const { clientId, name } = infoOf(w, c); return { clientId, name } })
+        Atomics.store(w, b + STATE, FREE)
+        processQueue(w, name)
+        slot = CYCLE
+      }
+    }
   })
   return slot
 }
@@ -326,6 +389,7 @@ function requestSync (m, name, opts, fn) {
   if (slot === DEADLOCK) {
     throw new DeadlockError(`LockManager.requestSync: a lock or request of this thread comes first for ${JSON.stringify(name)}; blocking would never end`)
   }
+  if (slot === CYCLE) throw cycleDeadlock(name, m.lastCycle)
   if (slot === FULL) throw fullError()
   if (slot === UNAVAILABLE) return Reflect.apply(fn, undefined, [null])
   const b = at(slot)

@@ -864,7 +864,11 @@ function requestSyncSlow (self, args) {
 // threads blocked in requestSync, each waiting for the next: its `cycle`
 // lists them ({ clientId, name }, this thread first).
 function cycleError (resource) {
-  const cycle = binding.webLockLastCycle().map(([thread, name]) => ({ clientId: clientIdOf(thread), name }))
+  return cycleDeadlock(resource, binding.webLockLastCycle().map(([thread, name]) => ({ clientId: clientIdOf(thread), name })))
+}
+
+// The same, for a cycle of { clientId, name }, as any manager finds it.
+function cycleDeadlock (resource, cycle) {
   const steps = cycle.map((c, i) => `${i === 0 ? `this thread (${c.clientId}) would wait` : `${c.clientId} waits`} for ${JSON.stringify(c.name)} on ${i + 1 < cycle.length ? cycle[i + 1].clientId : 'this thread'}`)
   const e = new DeadlockError(`LockManager.requestSync: blocking for ${JSON.stringify(resource)} would close a cycle of threads blocked in requestSync: ${steps.join('; ')}`)
   e.cycle = cycle
@@ -922,6 +926,7 @@ module.exports = {
   // For the Web Locks of a shared region (lib/region-locks.js): the same
   // argument handling, errors and Lock objects.
   internal: {
+    cycleDeadlock,
     parse,
     reasonOf,
     domError,
