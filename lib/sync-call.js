@@ -28,21 +28,30 @@ const { Worker, isMainThread, MessageChannel, receiveMessageOnPort } = require('
 const workerThreads = require('worker_threads')
 const { fileURLToPath } = require('url')
 const { checkCanBlock } = require('./host')
-const { SyncCallTimeoutError, SyncWorkerError, ChannelTimeoutError, ChannelClosedError } = require('./errors')
+const { SyncCallTimeoutError, SyncWorkerError } = require('./errors')
 const { show, timeoutOf, deadlineOf, timeLeft } = require('./options')
 const { itemBytes, writeItem, readItem } = require('./wire')
-const addon = require('./addon-file')
 
 let v8module = null
 const v8 = () => v8module === null ? (v8module = require('v8')) : v8module
-// lib/channel.js and lib/futex.js (with the addon), once.
+// lib/channel.js and lib/futex.js (with the addon), once; with the error
+// classes the Channel throws and the addon's file, taken together from one
+// module registry (a test runner may have made a fresh one since this
+// module loaded: jest's resetModules).
 let Channel = null
 let adaptBlockingSpin = null
 let isThreadAlive = null
+let ChannelTimeoutError = null
+let ChannelClosedError = null
+let addon = null
 function loadChannel () {
   if (Channel !== null) return
   const channel = require('./channel')
   isThreadAlive = require('./futex').internal.isThreadAlive
+  const errors = require('./errors')
+  ChannelTimeoutError = errors.ChannelTimeoutError
+  ChannelClosedError = errors.ChannelClosedError
+  addon = require('./addon-file')
   adaptBlockingSpin = channel.internal.adaptBlockingSpin
   Channel = channel.Channel
 }
