@@ -38,7 +38,7 @@ const path = require('path')
 const { spawn, fork } = require('child_process')
 const { Worker } = require('worker_threads')
 const { test, describe } = require('./harness')
-const { until, removeDir, stressRounds, transcript, capture, regionsUnsupported, regionSkip } = require('./util')
+const { until, removeDir, stressRounds, transcript, capture, regionsUnsupported, regionSkip, runChild } = require('./util')
 const shared = require('..')
 const binding = require('../lib/native')
 
@@ -553,6 +553,25 @@ describe('SharedRegion: open, close, unlink, errors', skip, () => {
         }
         new Uint8Array(buffer).fill(0)
       }
+    })
+  })
+})
+
+describe('SharedRegion: copies of the JavaScript layer in one thread', skip, () => {
+  test('a hot reloader\'s new copy takes the buffer the old copy opened, and the old copy the new one\'s objects\' memory', async () => {
+    const name = uniqueName('copies')
+    const r = await runChild([path.join(__dirname, 'fixtures', 'region-copies.js'), name], { timeoutMs: 30000 })
+    SharedRegion.unlink(name)
+    assert.ok(r.code === 0 && r.result, transcript(r))
+    assert.deepStrictEqual(r.result, {
+      copies: true,
+      semaphore: [true, false],
+      semaphoreAfter: true,
+      notify: 1,
+      woken: 'ok',
+      locked: true,
+      channel: { hello: 'copies' },
+      query: 0
     })
   })
 })

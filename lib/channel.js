@@ -59,7 +59,7 @@ const { show, timeoutOf, asyncOptions, deadlineOf, timeLeft } = require('./optio
 const { itemBytes, writeItem, readItem } = require('./wire')
 
 const {
-  cancelAsync, threadEnds, waitWatching, enqueueWatchingAsync, enqueueAsync, isThreadAlive, lockCompeteAsync, regionBuffers
+  cancelAsync, threadEnds, waitWatching, enqueueWatchingAsync, enqueueAsync, isThreadAlive, lockCompeteAsync, isRegionBuffer
 } = futex.internal
 const { viewOf, WORD, ME, PROTOCOL } = lockInternal
 const { acquire } = require('./acquire')
@@ -254,7 +254,7 @@ const REGION_KEYS = ['buffer', 'byteOffset', 'bytes', 'codec']
 // a region opened here, or a SharedArrayBuffer over one (Node 24.16+,
 // which a worker may have been posted).
 function isRegionMemory (buffer, byteOffset) {
-  if (regionBuffers.has(buffer)) return true
+  if (isRegionBuffer(buffer)) return true
   if (!types.isSharedArrayBuffer(buffer)) return false
   const at = typeof byteOffset === 'number' && Number.isInteger(byteOffset) && byteOffset >= 0 && byteOffset + 8 <= buffer.byteLength ? byteOffset : 0
   return buffer.byteLength >= at + 8 && binding.inRegion(new Int32Array(buffer, at, 2))

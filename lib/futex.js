@@ -84,7 +84,7 @@ function validate (ta) {
     throw new TypeError(`${describe(ta)} is not an int32 or BigInt64 typed array.`)
   }
   const buffer = bufferOf.call(ta)
-  if (types.isSharedArrayBuffer(buffer) || regionBuffers.has(buffer)) return tag === 'Int32Array' ? SHARED_I32 : SHARED_I64
+  if (types.isSharedArrayBuffer(buffer) || isRegionBuffer(buffer)) return tag === 'Int32Array' ? SHARED_I32 : SHARED_I64
   if (isDetached(buffer)) throw new TypeError('Cannot perform Atomics operation on a detached ArrayBuffer')
   if (isOutOfBounds(ta, buffer)) throw new TypeError('Cannot perform Atomics operation on an out-of-bounds typed array')
   return NOT_SHARED
@@ -149,6 +149,17 @@ const known = new WeakMap()
 // (Node before 24.16 can make no other: lib/region.js): shared memory, for
 // wait / notify / waitAsync, like a SharedArrayBuffer.
 const regionBuffers = new WeakSet()
+
+// Whether `buffer` is one of them: opened by this copy of the layer (in the
+// set), or found by the addon to be over a region's bytes: a buffer opened
+// by another copy in this thread (a hot reloader's new copy given the old
+// one's buffer, another test file's registry under Jest).
+function isRegionBuffer (buffer) {
+  if (regionBuffers.has(buffer)) return true
+  if (!types.isArrayBuffer(buffer) || buffer.byteLength < 4 || !binding.inRegion(new Int32Array(buffer, 0, 1))) return false
+  regionBuffers.add(buffer)
+  return true
+}
 
 // ValidateIntegerTypedArray for a shared array: its entry in `known`, or null
 // for a valid array on non-shared memory (throws for anything else).
@@ -667,6 +678,7 @@ module.exports = {
     webLockFast,
     isThreadAlive: binding.isThreadAlive,
     regionBuffers,
+    isRegionBuffer,
     regionError,
     // Whether `ta` (a valid integer typed array) is over a shared region's memory.
     inRegion: (ta) => {

@@ -9,10 +9,10 @@ const { AtomicsUnavailableError } = require('./errors')
 // Loaded when first needed (lib/futex.js loads the addon): a synchronous
 // call's caller checks its options with this module before it starts the
 // worker, and loads the rest while the worker starts.
-let regionBuffers = null
+let isRegion = null
 const isRegionBuffer = (buffer) => {
-  if (regionBuffers === null) regionBuffers = require('./futex').internal.regionBuffers
-  return regionBuffers.has(buffer)
+  if (isRegion === null) isRegion = require('./futex').internal.isRegionBuffer
+  return isRegion(buffer)
 }
 
 const now = () => performance.now()
