@@ -337,6 +337,59 @@ describe('PostgresLockManager: Web Locks over PostgreSQL', skip, () => {
     assert.deepStrictEqual(await a.query(), { held: [], pending: [] })
   })
 
+  test('a steal while others queue: the holder is ended, the stealer is granted next, the queue after it in its order; tokens increase; a second steal wins over the first', { timeout: 60000 }, async () => {
+    const ns = freshNamespace()
+    const holder = manager(ns)
+    const waiters = [manager(ns), manager(ns), manager(ns)]
+    const thief = manager(ns)
+    const order = []
+    let signal = null
+    let holderToken = 0
+    const stolen = holder.request('job', (lock) => {
+      signal = lock.signal
+      holderToken = lock.token
+      return new Promise(() => {})
+    })
+    const rejected = assert.rejects(stolen, (e) => e.name === 'AbortError')
+    await eventually(async () => signal !== null && (await serverLocks(ns)).granted === 1, 'the holder')
+    const fired = new Promise((resolve) => signal.addEventListener('abort', () => resolve(signal.reason)))
+    // Three clients queue at the server, one after the other, one of them shared.
+    const queued = []
+    for (const [i, w] of waiters.entries()) {
+      queued.push(w.request('job', { mode: i === 1 ? 'shared' : 'exclusive' }, (lock) => { order.push([`waiter ${i}`, lock.token]) }))
+      await eventually(async () => (await serverLocks(ns)).waiting === i + 1, `waiter ${i} at the server`)
+    }
+    const release = deferred()
+    const stealer = thief.request('job', { steal: true }, async (lock) => {
+      order.push(['stealer', lock.token])
+      // While it holds: the holder's session is gone, the three still wait.
+      assert.deepStrictEqual(await serverLocks(ns), { granted: 1, waiting: 3 })
+      const { held, pending } = await thief.query()
+      assert.deepStrictEqual(held.map((h) => h.clientId), [thief.clientId])
+      assert.deepStrictEqual(pending.map((p) => p.clientId), waiters.map((w) => w.clientId), 'the queue keeps its order behind the stealer')
+      await release.promise
+      return lock.token
+    })
+    await rejected
+    assert.strictEqual((await fired).name, 'AbortError')
+    await eventually(() => order.length === 1, 'the stealer granted')
+    assert.strictEqual(order[0][0], 'stealer', 'the stealer is granted before the requests that queued ahead of it')
+    release.resolve()
+    const stealerToken = await stealer
+    await Promise.all(queued)
+    assert.deepStrictEqual(order.map((o) => o[0]), ['stealer', 'waiter 0', 'waiter 1', 'waiter 2'])
+    const tokens = [holderToken, ...order.map((o) => o[1])]
+    assert.strictEqual(stealerToken, order[0][1])
+    for (let i = 1; i < tokens.length; i++) assert.ok(tokens[i] > tokens[i - 1], `tokens increase: ${tokens}`)
+    // Last caller wins: a steal of a name a steal holds.
+    const first = thief.request('job', { steal: true }, () => new Promise(() => {}))
+    const firstRejected = assert.rejects(first, (e) => e.name === 'AbortError')
+    await eventually(async () => (await serverLocks(ns)).granted === 1, 'the first steal holds')
+    assert.strictEqual(await holder.request('job', { steal: true }, (lock) => lock.token > tokens[tokens.length - 1]), true)
+    await firstRejected
+    assert.deepStrictEqual(await serverLocks(ns), { granted: 0, waiting: 0 })
+  })
+
   test('an aborted and a timed-out request leave nothing on the server (pg_locks), and reject with the reason', { timeout: 30000 }, async () => {
     const ns = freshNamespace()
     const a = manager(ns)

@@ -129,7 +129,9 @@ function toOptions (options) {
 
 let serial = 0
 function defaultClientId () {
-  const tail = `-${process.pid}-${++serial}`
+  // The thread too: each worker has its own copy of this module (and of `serial`).
+  const { threadId } = require('worker_threads')
+  const tail = `-${process.pid}-${threadId > 0 ? `t${threadId}-` : ''}${++serial}`
   return `${os.hostname().replace(/[^\x20-\x7e]/g, '?').slice(0, 63 - tail.length)}${tail}`
 }
 
@@ -189,6 +191,8 @@ class PostgresLockManager {
       busy: new Set(), // requests on their way somewhere (see quiet())
       statements: new Set(), // the manager's own statements under way (close() waits for them)
       idle: [], // quiet()'s waiters
+      seq: 0, // requests made so far (each has its number: r.seq)
+      placedWaiters: [], // placed()'s waiters: { seq, resolve }
       closed: false
     }
     if (m.ownPool) {
@@ -393,7 +397,8 @@ async function keyOf (m, name) {
   if (known !== undefined) return known
   await ready(m)
   const bytes = Buffer.from(name, 'utf16le')
-  const label = wellFormed(name) ? name : name.replace(/[\uD800-\uDFFF]/g, '\uFFFD')
+  // Readable only (text: no lone surrogates, no NUL); `name` is the name.
+  const label = (wellFormed(name) ? name : name.replace(/[\uD800-\uDFFF]/g, '\uFFFD')).replace(/\0/g, '\uFFFD')
   for (let probe = 0, tries = 0; probe < PROBES && tries < PROBES * 4; tries++) {
     const key = candidate(m.namespace, name, probe)
     let r
@@ -419,40 +424,136 @@ async function keyOf (m, name) {
 }
 
 // --- the statements of a request ---------------------------------------------------------
-function lockStatement (m, mode, tryOnly) {
+// The gate of a key: the advisory lock (int4, int4) on its two halves, a lock
+// space of its own (objsubid 2 in pg_locks) that no name's key (bigint,
+// objsubid 1) shares. A steal holds it exclusively while it clears the way;
+// every other request passes it (shared, let go at once) on its way to the
+// key, so none reaches the key's queue during a steal.
+const gateOf = (key) => halves(key).map((h) => h | 0)
+
+// `how`: 'gate' (a request: through the gate, then the key), 'requeue' (a
+// request whose wait a steal cancelled: whatever its session may hold let go,
+// then the key again, at the back of its queue), 'try' (ifAvailable), 'steal'
+// (the stealer, holding the gate: the key).
+function lockStatement (m, mode, how) {
+  const tryOnly = how === 'try'
   const fn = `pg_${tryOnly ? 'try_' : ''}advisory_lock${mode === 'shared' ? '_shared' : ''}`
   // The lock, then the name's token, in one statement (one transaction): the
   // token of a grant is larger than that of every grant before it. An update
   // of the row by another grant while this one waited is seen (READ COMMITTED
   // takes the row's newest version). One row: ok (granted), token.
-  const lock = tryOnly ? `SELECT ${fn}($1::bigint) AS ok` : `SELECT true AS ok FROM (SELECT ${fn}($1::bigint)) x`
-  return `WITH l AS MATERIALIZED (${lock}),
+  let pre = ''
+  let from = ''
+  if (how === 'gate') {
+    pre = 'g AS MATERIALIZED (SELECT pg_advisory_unlock_shared($2::int4, $3::int4) AS u FROM (SELECT pg_advisory_lock_shared($2::int4, $3::int4)) x),'
+    from = 'g, '
+  } else if (how === 'requeue') {
+    pre = 'g AS MATERIALIZED (SELECT pg_advisory_unlock_all() AS u),'
+    from = 'g, '
+  }
+  const lock = tryOnly ? `SELECT ${fn}($1::bigint) AS ok` : `SELECT true AS ok FROM ${from}(SELECT ${fn}($1::bigint)) x`
+  return `WITH ${pre} l AS MATERIALIZED (${lock}),
     u AS (UPDATE ${m.table} SET token = token + 1 FROM l WHERE key = $1::bigint AND l.ok RETURNING token)
     SELECT l.ok, (SELECT token::text FROM u) AS token FROM l`
 }
 
+const IN_DB = 'database = (SELECT oid FROM pg_database WHERE datname = current_database())'
 const WAITING = `SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = $1 AND classid = $2 AND objid = $3 AND objsubid = 1
-  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+  AND ${IN_DB}`
+
+// For a steal (its backend $3): the sessions waiting for the key ahead of it, in
+// queue order, and whether it is granted; null waitstart (a wait a moment old)
+// counts as ahead until it is set.
+const AHEAD = `WITH k AS (SELECT pid, granted, waitstart FROM pg_locks
+    WHERE locktype = 'advisory' AND classid = $1 AND objid = $2 AND objsubid = 1 AND ${IN_DB}),
+  me AS (SELECT granted, waitstart FROM k WHERE pid = $3)
+  SELECT (SELECT granted FROM me) AS granted, (SELECT waitstart IS NULL FROM me) AS unset,
+    ARRAY(SELECT k.pid FROM k, me WHERE NOT k.granted AND k.pid <> $3
+      AND (k.waitstart IS NULL OR me.waitstart IS NULL OR k.waitstart < me.waitstart) ORDER BY k.waitstart NULLS LAST) AS ahead`
 
 // Ends the sessions that hold the key (its holders' requests then reject with
 // an AbortError), each gone before this returns.
 const STEAL = `SELECT count(pg_terminate_backend(pid, 10000)) AS n FROM pg_locks
-  WHERE locktype = 'advisory' AND granted AND classid = $1 AND objid = $2 AND objsubid = 1 AND pid <> pg_backend_pid()
-  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+  WHERE locktype = 'advisory' AND granted AND classid = $1 AND objid = $2 AND objsubid = 1 AND pid <> $3
+  AND ${IN_DB}`
 
-// --- requests -----------------------------------------------------------------------------------
+// --- a client's order -----------------------------------------------------------------------
+// The spec's lock manager takes a client's requests, releases and queries in
+// the order they are made. Here each goes its own way to the server, so a
+// step waits for the requests made before it to be *placed*: at the server
+// (granted, or seen waiting in pg_locks), queued in this client behind
+// another request of the name, or settled. Grants are delivered (callbacks
+// run) in request order, a release is sent, and query() reads the server,
+// once the earlier requests are placed: a few round trips at most. A request
+// waiting for a connection of an exhausted pool counts as placed (the
+// connections may be those of the grants waiting for it), and no step waits
+// more than PLACED_MAX_MS.
+const PLACED_MAX_MS = 5000
+
+// On its way to the server, not there yet.
+const unplaced = (r) => r.sent && !r.atServer && r.state === 'sending' && r.aborting === null &&
+  !(r.connecting && exhausted(r.m.pool))
+
+// Every connection of the pool taken, and requests waiting for one.
+const exhausted = (p) => p.waitingCount > 0 && p.idleCount === 0 && p.options !== undefined && p.totalCount >= p.options.max
+
+// Resolves once every request numbered below `seq` is placed (or after PLACED_MAX_MS).
+function placed (m, seq) {
+  return new Promise((resolve) => {
+    let timer = null
+    const w = {
+      seq,
+      resolve: () => {
+        if (timer !== null) clearTimeout(timer)
+        resolve()
+      }
+    }
+    m.placedWaiters.push(w)
+    checkPlaced(m)
+    if (m.placedWaiters.includes(w)) {
+      timer = setTimeout(() => {
+        const i = m.placedWaiters.indexOf(w)
+        if (i >= 0) m.placedWaiters.splice(i, 1)
+        resolve()
+      }, PLACED_MAX_MS)
+      timer.unref()
+    }
+  })
+}
+
+function checkPlaced (m) {
+  if (m.placedWaiters.length === 0) return
+  let first = Infinity // the number of the first request not placed
+  for (const r of m.live) {
+    if (!unplaced(r)) continue
+    if (r.seq < first) first = r.seq
+    if (!r.opts.ifAvailable) r.confirm() // seen once it waits at the server
+  }
+  const ready = m.placedWaiters.filter((w) => w.seq <= first).sort((a, b) => a.seq - b.seq)
+  if (ready.length === 0) return
+  m.placedWaiters = m.placedWaiters.filter((w) => w.seq > first)
+  for (const w of ready) w.resolve() // in request order
+}
+
 function start (m, name, opts, fn, resolve, reject) {
   const r = new Request(m, name, opts, fn, resolve, reject)
+  r.seq = ++m.seq
   m.live.add(r)
   if (opts.signal !== undefined) {
     r.onAbort = () => r.abort()
     opts.signal.addEventListener('abort', r.onAbort)
   }
   if (opts.ifAvailable) {
-    // Requests of this client not yet at the server are queued ahead of it.
+    // Requests of this client for the name are queued ahead of it: not
+    // available, answered once they are at the server (where other clients
+    // see them).
     const queued = m.local.get(name)
     if (queued !== undefined && queued.length > 0) {
-      r.notAvailable()
+      r.busy(true)
+      placed(m, r.seq).then(() => {
+        if (r.state === 'queued') r.notAvailable()
+        else r.busy(false)
+      })
       return
     }
     r.send()
@@ -490,6 +591,8 @@ class Request {
     this.key = null
     this.pid = 0
     this.lockDone = null // the lock statement's promise
+    this.stealDone = false // a steal's lock statement has ended
+    this.connecting = false // waiting for a connection of the pool
     this.aborting = null
     this.onAbort = null
     this.settled = false
@@ -516,6 +619,7 @@ class Request {
     if (this.settled) return
     this.settled = true
     this.m.live.delete(this)
+    checkPlaced(this.m)
     this.unlisten()
     if (ok) this.resolve(value)
     else this.reject(value)
@@ -548,12 +652,16 @@ class Request {
     this.atServer = true
     this.busy(false)
     this.leaveLocal()
+    checkPlaced(this.m)
   }
 
   // Someone waits behind this request: find out when it is at the server
   // (once its lock statement is sent).
   confirm () {
     this.wanted = true
+    // A steal is at the server once granted: it goes ahead of the queue, and
+    // a release this client makes after it waits for it (the release loses).
+    if (this.opts.steal) return
     if (this.confirming || this.atServer || this.state === 'done' || this.lockDone === null) return
     this.confirming = true
     const [hi, lo] = halves(this.key)
@@ -582,7 +690,13 @@ class Request {
     try {
       this.key = await keyOf(m, this.name)
       if (this.state === 'done') return
-      const client = await connect(m)
+      this.connecting = true
+      let client
+      try {
+        client = await connect(m)
+      } finally {
+        this.connecting = false
+      }
       if (this.state === 'done') {
         client.release()
         return
@@ -592,14 +706,46 @@ class Request {
       // A connection lost while waiting: its statement fails (handled below).
       this.onLost = () => {}
       client.on('error', this.onLost)
+      const gate = gateOf(this.key)
+      let result
       if (this.opts.steal) {
-        const [hi, lo] = halves(this.key)
-        await client.query(STEAL, [hi, lo])
+        // The gate, exclusively: no other request reaches the key's queue
+        // until this one is granted (another steal waits here for this one).
+        await client.query('SELECT pg_advisory_lock($1::int4, $2::int4)', gate)
+        if (this.state === 'done') return this.drop()
+        this.lockDone = client.query(lockStatement(m, this.mode, 'steal'), [this.key])
+        if (this.wanted) this.confirm()
+        // Meanwhile, on the manager's own connection: the waiters ahead of it
+        // sent to the back of the queue, then the holders' sessions ended.
+        const cleared = this.clearWay()
+        try {
+          result = await this.lockDone
+        } finally {
+          this.stealDone = true
+        }
+        await cleared
+        if (this.aborting !== null || this.state === 'done') return
+        await client.query('SELECT pg_advisory_unlock($1::int4, $2::int4)', gate)
+      } else {
+        if (this.state === 'done') return this.drop()
+        const how = this.opts.ifAvailable ? 'try' : 'gate'
+        this.lockDone = client.query(lockStatement(m, this.mode, how), how === 'try' ? [this.key] : [this.key, ...gate])
+        if (this.wanted) this.confirm()
+        for (;;) {
+          try {
+            result = await this.lockDone
+            break
+          } catch (e) {
+            // A steal cancelled this wait to go ahead of it: back in the queue,
+            // behind the stealer (the statement let go of anything it got).
+            if (e && e.code === '57014' && /user request/.test(e.message) && this.aborting === null && this.state === 'sending') {
+              this.lockDone = client.query(lockStatement(m, this.mode, 'requeue'), [this.key])
+              continue
+            }
+            throw e
+          }
+        }
       }
-      if (this.state === 'done') return this.drop()
-      this.lockDone = client.query(lockStatement(m, this.mode, this.opts.ifAvailable), [this.key])
-      if (this.wanted) this.confirm()
-      const result = await this.lockDone
       if (this.aborting !== null || this.state === 'done') return // the abort finishes it
       const { ok, token } = result.rows[0]
       if (!ok) {
@@ -625,6 +771,46 @@ class Request {
     }
   }
 
+  // A steal's work while its lock statement waits: every session waiting for
+  // the key ahead of it is cancelled (its request sends its statement again,
+  // behind this one), one after the other in queue order so that they keep
+  // their order; then the sessions holding the key are ended. The server then
+  // grants the key to this request first. The gate (held) keeps newcomers out.
+  async clearWay () {
+    const m = this.m
+    const [hi, lo] = halves(this.key)
+    const deadline = Date.now() + 30000
+    const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+    const look = async () => (await control(m, AHEAD, [hi, lo, this.pid])).rows[0]
+    try {
+      while (!this.stealDone && this.state === 'sending' && Date.now() < deadline) {
+        const now = await look()
+        if (now.granted === true) return
+        if (now.granted === null || now.unset) { // not in the queue yet, or its wait a moment old
+          await pause(1)
+          continue
+        }
+        if (now.ahead.length > 0) {
+          const pid = now.ahead[0]
+          // Until it has left its place (cancelled: back in line behind this one,
+          // or gone); sent again, as a cancel that arrives early is lost.
+          for (let i = 0; i < 400 && !this.stealDone; i++) {
+            await control(m, 'SELECT pg_cancel_backend($1)', [pid])
+            await pause(Math.min(1 + i, 10))
+            const after = await look()
+            if (after.granted === true || !after.ahead.includes(pid)) break
+          }
+          continue
+        }
+        // Nobody ahead: the holders' sessions ended; the key is this request's next.
+        await control(m, STEAL, [hi, lo, this.pid])
+        await pause(1)
+      }
+    } catch {
+      // The lock statement's own outcome settles the request.
+    }
+  }
+
   // Gives the connection back, holding nothing.
   recycle () {
     const client = this.client
@@ -645,13 +831,19 @@ class Request {
   }
 
   notAvailable () {
+    // In request order (see placed()): waits for the earlier ones, before this one counts as placed.
+    placed(this.m, this.seq).then(() => setImmediate(() => runCallback(this, null)))
     this.state = 'done'
     this.unlisten()
     this.busy(true)
-    setImmediate(() => runCallback(this, null))
+    checkPlaced(this.m)
   }
 
   granted (token) {
+    // Its callback in request order (see placed()): waits for the earlier
+    // requests, asked before this one counts as placed.
+    let deliver = null // set below, before the promise's reaction can run
+    placed(this.m, this.seq).then(() => deliver())
     this.arrived()
     this.state = 'held'
     this.busy(true)
@@ -668,7 +860,7 @@ class Request {
     client.on('error', this.onLost)
     client.once('end', this.onLost)
     if (this.m.heartbeatMs > 0) this.startHeartbeat(client)
-    setImmediate(() => runCallback(this, lock))
+    deliver = () => setImmediate(() => runCallback(this, lock))
   }
 
   startHeartbeat (client) {
@@ -711,8 +903,11 @@ class Request {
       // Lost meanwhile: already rejected with an AbortError.
       return
     }
-    this.stopHeartbeat()
     this.busy(true)
+    // After the requests this client made before it are at the server (see placed()).
+    await placed(this.m, this.m.seq + 1)
+    if (this.state !== 'held') return // lost meanwhile
+    this.stopHeartbeat()
     const client = this.client
     client.removeListener('end', this.onLost)
     let released = false
@@ -743,6 +938,7 @@ class Request {
     const wasSent = this.sent
     this.state = 'done'
     this.leaveLocal()
+    checkPlaced(this.m)
     if (!wasSent) {
       this.settle(false, reason)
       return
@@ -825,6 +1021,8 @@ function runCallback (r, lock) {
 // --- query() -------------------------------------------------------------------------------------
 async function query (m) {
   await Promise.all([...m.cancels])
+  // After the requests this client made before it are at the server (see placed()).
+  await placed(m, m.seq + 1)
   await ready(m)
   let r
   try {
