@@ -112,10 +112,14 @@ describe('shared-futex/synckit', INSTALLED ? { skip: 'its fixtures are inside no
 
   test('bad arguments: TypeErrors (an unknown option too); a runner not installed: an Error naming its package', T, async () => {
     const r = await scenario('arguments')
-    for (const key of ['relative', 'notString', 'unknown', 'badTimeout', 'badRunner', 'badExecArgv', 'badShims', 'runAsWorkerNotFn']) {
+    for (const key of ['relative', 'notString', 'unknown', 'badTimeout', 'badRunner', 'badExecArgv', 'badShims', 'runAsWorkerNotFn', 'badSecond', 'badShimEntry', 'compareNotString', 'compareNodeNotString', 'cachedUnknown']) {
       assert.strictEqual(r[key].class, 'TypeError', `${key}: ${JSON.stringify(r[key])}`)
     }
     assert.match(r.unknown.message, /unknown option "timout"/)
+    // Checked also where the path already has its function (which is returned for any valid options).
+    assert.match(r.cachedUnknown.message, /unknown option "timout"/)
+    assert.match(r.compareNotString.message, /compareVersion: version1 must be a string/)
+    assert.match(r.compareNodeNotString.message, /compareNodeVersion: version must be a string/)
     // synckit's messages, which its users and tests match.
     assert.match(r.relative.message, /`workerPath` must be absolute/)
     assert.strictEqual(r.badRunner.message, 'Unknown ts runner: deno')
@@ -127,6 +131,11 @@ describe('shared-futex/synckit', INSTALLED ? { skip: 'its fixtures are inside no
     assert.deepStrictEqual(r.TsRunner, {
       Node: 'node', Bun: 'bun', TsNode: 'ts-node', EsbuildRegister: 'esbuild-register', EsbuildRunner: 'esbuild-runner', OXC: 'oxc', SWC: 'swc', TSX: 'tsx'
     })
+  })
+
+  test('a fresh module registry between loading the module and createSyncFn (jest resetModules): calls longer than a wait slice return', T, async () => {
+    const r = await scenario('freshRegistry')
+    assert.deepStrictEqual(r, { slow: { returned: 300 }, next: { returned: 'x' } })
   })
 
   test("tsRunner 'node': Node's type stripping where it has it (22.6+), else an Error saying so", T, async () => {

@@ -42,6 +42,8 @@ const OPTIONS = ['timeout', 'execArgv', 'tsRunner', 'transferList', 'globalShims
 // Versions compared as synckit compares them (its exported helpers):
 // 1, 0 or -1 as `version1` is above, equal to or below `version2`.
 function compareVersion (version1, version2) {
+  if (typeof version1 !== 'string') throw new TypeError(`compareVersion: version1 must be a string (e.g. '20.6'), got ${show(version1)}`)
+  if (typeof version2 !== 'string') throw new TypeError(`compareVersion: version2 must be a string (e.g. '20.6'), got ${show(version2)}`)
   const a = version1.split('.').map(Number.parseFloat)
   const b = version2.split('.').map(Number.parseFloat)
   for (let k = 0; k < Math.max(a.length, b.length); k++) {
@@ -52,7 +54,10 @@ function compareVersion (version1, version2) {
   return 0
 }
 // This Node's version against `version`.
-const compareNodeVersion = (version) => compareVersion(process.versions.node, version)
+function compareNodeVersion (version) {
+  if (typeof version !== 'string') throw new TypeError(`compareNodeVersion: version must be a string (e.g. '20.6'), got ${show(version)}`)
+  return compareVersion(process.versions.node, version)
+}
 const STRIP_TYPES_NODE_VERSION = '22.6'
 const TRANSFORM_TYPES_NODE_VERSION = '22.7'
 const DEFAULT_TYPES_NODE_VERSION = '23.6'
@@ -301,13 +306,14 @@ function createSyncFn (workerPath, timeoutOrOptions) {
   } else if (typeof file !== 'string') {
     throw new TypeError(`createSyncFn: workerPath must be an absolute path or a file: URL, got ${show(workerPath)}`)
   }
+  // Bad options throw also where the path has its function already.
+  const opts = optionsOf(timeoutOrOptions)
   if (cache === null) cache = new Map()
   const cached = cache.get(file)
   if (cached !== undefined) return cached
   if (!path.isAbsolute(file)) {
     throw new TypeError(`createSyncFn: \`workerPath\` must be absolute (use require.resolve or new URL(…, import.meta.url)), got ${JSON.stringify(file)}`)
   }
-  const opts = optionsOf(timeoutOrOptions)
   const target = resolveFile(file)
   let execArgv = pnpArgv(runnerArgv(target, opts.execArgv, opts.tsRunner))
   const shims = opts.globalShims.filter((s) => isPkgAvailable(s.moduleName))

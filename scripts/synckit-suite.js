@@ -1,11 +1,21 @@
 'use strict'
 // synckit's own test suite against shared-futex/synckit, and against the
-// real synckit of the same version, side by side.
+// real synckit of the same version, side by side, on Node 20, 24 and 26.
 //
-//   npm run test:synckit-suite -- <synckit checkout or bare git dir> [--reliability] [--only synckit|shared-futex]
+//   npm run test:synckit-suite [-- <synckit checkout or bare git dir>] [--node 20,24,26|own] [--reliability] [--only synckit|shared-futex]
 //   SYNCKIT_REPO=<dir> npm run test:synckit-suite
 //
-// From the repository given, it takes `test/` at COMMIT (synckit's newest
+// Without a repository it fetches synckit's own at COMMIT (one commit,
+// `git fetch --depth 1`, at most FETCH_MS) from GIT_URL (or
+// $SYNCKIT_GIT_URL, a mirror) into .runtimes/synckit.git (gitignored),
+// once; where that fails (no network, no GitHub) it says so in one line and
+// exits 0. The suite runs under each Node of --node (default: this one, 24
+// and 26; the others from the npm registry into .node-versions/, as
+// scripts/node-versions.js fetches them; one that cannot be had is named
+// and left out), each in a process of its own with its bin directory first
+// on PATH; exits 1 if a counted test fails under any of them.
+//
+// From the repository, it takes `test/` at COMMIT (synckit's newest
 // release in it) into a temporary directory laid out as synckit's own
 // checkout is: a package named synckit whose entry points (lib/index.js,
 // lib/index.cjs: what the tests and their workers import, by name or by
@@ -24,7 +34,7 @@
 // (common, helpers, utils) and tests that mock receiveMessageOnPort or
 // Atomics.wait. Every other test that passes on synckit must pass on
 // shared-futex/synckit: exits 1 if one does not. Without a repository it
-// says why and exits 0. --reliability sets CI=1, which runs synckit's
+// says why and exits 0 (see above). --reliability sets CI=1, which runs synckit's
 // reliability test (a million calls); without it that test is skipped on both.
 const { spawn, execFileSync } = require('child_process')
 const fs = require('fs')
@@ -36,6 +46,9 @@ const ROOT = path.join(__dirname, '..')
 // v0.11.13, synckit's newest release in the snapshot this was written against.
 const COMMIT = '05d6be39b683bec69059cd88c6f4548a02bd0fd2'
 const TAG = 'v0.11.13'
+const GIT_URL = 'https://github.com/un-ts/synckit.git'
+const FETCH_MS = 120 * 1000
+const MAJORS = [24, 26] // besides this Node's
 const YARN_VERSION = '4.18.1'
 // Per test file: a synchronous call that never returns (synckit 0.11 waits
 // for ever on a worker that failed to start) cannot be ended by jest's own
@@ -57,16 +70,57 @@ const EXCLUDED_TESTS = {
 }
 
 function parseArgs (argv) {
-  const opts = { repo: process.env.SYNCKIT_REPO || null, reliability: false, only: null }
+  const opts = { repo: process.env.SYNCKIT_REPO || null, reliability: false, only: null, node: null, here: false }
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
     if (a === '--reliability') opts.reliability = true
     else if (a === '--only') opts.only = argv[++i]
+    else if (a === '--node') opts.node = argv[++i]
+    else if (a === '--here') opts.here = true // one run, under this Node (the parent's child)
     else if (a.startsWith('--')) throw new Error(`unknown option ${a}`)
     else opts.repo = a
   }
   if (opts.only !== null && !['synckit', 'shared-futex'].includes(opts.only)) throw new Error(`--only takes synckit or shared-futex, got ${opts.only}`)
+  const own = Number(process.versions.node.split('.')[0])
+  if (opts.node === null || opts.node === undefined) {
+    opts.majors = [own].concat(MAJORS.filter((m) => m !== own))
+  } else {
+    opts.majors = [...new Set(String(opts.node).split(',').map((m) => m.trim() === 'own' ? own : Number(m)))]
+    if (opts.majors.some((m) => !Number.isInteger(m) || m < 1)) throw new Error(`--node takes majors separated by commas (or own), got ${opts.node}`)
+  }
   return opts
+}
+
+const hasCommit = (repo) => {
+  try {
+    git(repo, ['cat-file', '-e', `${COMMIT}^{commit}`], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+}
+
+// synckit's repository at COMMIT in .runtimes/synckit.git, fetched once:
+// { dir } or { error } (why it could not be had).
+function fetchRepo () {
+  const url = process.env.SYNCKIT_GIT_URL || GIT_URL
+  const dir = path.join(ROOT, '.runtimes', 'synckit.git')
+  if (fs.existsSync(path.join(dir, 'HEAD')) && hasCommit(dir)) return { dir }
+  fs.mkdirSync(dir, { recursive: true })
+  if (!fs.existsSync(path.join(dir, 'HEAD'))) execFileSync('git', ['init', '--bare', '-q', dir])
+  const env = Object.assign({}, process.env, { GIT_TERMINAL_PROMPT: '0' })
+  let why = ''
+  // The commit itself (GitHub serves any commit), else the release's tag.
+  for (const refspec of [COMMIT, `+refs/tags/${TAG}:refs/tags/${TAG}`]) {
+    try {
+      execFileSync('git', ['--git-dir', dir, 'fetch', '-q', '--depth', '1', url, refspec], { env, timeout: FETCH_MS, killSignal: 'SIGKILL', stdio: ['ignore', 'ignore', 'pipe'] })
+      if (hasCommit(dir)) return { dir }
+      why = `${url} has no commit ${COMMIT}`
+    } catch (e) {
+      why = e.signal ? `git fetch ${url} took more than ${FETCH_MS / 1000} s` : String(e.stderr || e.message).trim().split('\n').pop()
+    }
+  }
+  return { error: why }
 }
 
 // git arguments that read `repo`: a checkout (with .git) or a bare git dir.
@@ -266,22 +320,66 @@ function exclusionOf (file, test) {
 
 const mark = (s) => s === undefined ? 'not run' : s === 'passed' ? 'pass' : s === 'pending' ? 'skipped' : s.startsWith('failed: ') ? 'FAIL (' + s.slice(8) + ')' : s === 'failed' ? 'FAIL' : s
 
+// The suite under `bin` (a process of its own): { code, summary }.
+function runUnder (bin, repo, opts) {
+  const args = [__filename, repo, '--here']
+  if (opts.reliability) args.push('--reliability')
+  if (opts.only) args.push('--only', opts.only)
+  const env = Object.assign({}, process.env, { PATH: path.dirname(bin) + path.delimiter + process.env.PATH })
+  return new Promise((resolve, reject) => {
+    const child = spawn(bin, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'inherit'] })
+    let out = ''
+    child.stdout.on('data', (d) => {
+      out += d
+      process.stdout.write(d)
+    })
+    child.on('error', reject)
+    child.on('exit', (code, signal) => {
+      const m = /(\d+) of the (\d+) counted tests[^\n]*/.exec(out)
+      resolve({ code: code === null ? 1 : code, summary: m ? m[0] : signal ? `killed (${signal})` : `exited ${code} without a summary` })
+    })
+  })
+}
+
 async function main () {
   const opts = parseArgs(process.argv.slice(2))
-  if (opts.repo === null) {
-    console.log('synckit suite: skipped: no synckit repository given (pass a checkout or bare git dir of github:un-ts/synckit as the argument, or set SYNCKIT_REPO); it fetches nothing itself')
+  if (opts.here) return runHere(opts)
+  let repo = opts.repo
+  if (repo === null) {
+    const got = fetchRepo()
+    if (got.error !== undefined) {
+      console.log(`synckit suite: skipped: synckit's repository (${TAG}) could not be fetched: ${got.error}`)
+      return 0
+    }
+    repo = got.dir
+  } else if (!fs.existsSync(repo)) {
+    console.log(`synckit suite: skipped: ${repo} does not exist`)
     return 0
-  }
-  if (!fs.existsSync(opts.repo)) {
-    console.log(`synckit suite: skipped: ${opts.repo} does not exist`)
-    return 0
-  }
-  try {
-    git(opts.repo, ['cat-file', '-e', `${COMMIT}^{commit}`], { stdio: 'ignore' })
-  } catch {
-    console.error(`synckit suite: ${opts.repo} has no commit ${COMMIT} (synckit ${TAG}): fetch it (git fetch --tags)`)
+  } else if (!hasCommit(repo)) {
+    console.error(`synckit suite: ${repo} has no commit ${COMMIT} (synckit ${TAG}): fetch it (git fetch --tags)`)
     return 1
   }
+  const { ensure } = require('./node-versions')
+  const runs = []
+  for (const major of opts.majors) {
+    let bin
+    try {
+      bin = (await ensure([major], (line) => console.log(`  ${line}`)))[major].bin
+    } catch (e) {
+      runs.push({ major, summary: `not run: Node ${major} could not be had (${e.message.split('\n')[0]})`, code: 0 })
+      continue
+    }
+    console.log(`\n=== Node ${major} (${bin})`)
+    runs.push(Object.assign({ major }, await runUnder(bin, repo, opts)))
+  }
+  console.log('\nsynckit suite, by Node version:')
+  for (const r of runs) console.log(`  Node ${r.major}: ${r.summary}${r.code !== 0 ? ' (FAILED)' : ''}`)
+  return runs.some((r) => r.code !== 0) ? 1 : 0
+}
+
+// One run of the suite, under this Node, from `opts.repo`.
+async function runHere (opts) {
+  if (opts.repo === null || !hasCommit(opts.repo)) throw new Error(`--here needs a repository with commit ${COMMIT}`)
   const upstream = upstreamPackage(opts.repo)
   const version = upstream.version
   const realName = `synckit-${version}`
