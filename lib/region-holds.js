@@ -325,13 +325,24 @@ class Holds {
 
   // Gives back what dead owners held of the object at user[word] (of every
   // object: -1). Returns how many entries it gave back.
+  //
+  // Each give-back is whole by itself (an entry freed, what it held back in
+  // its object), so a sweep that is the first change of its transaction
+  // commits the give-backs done so far whenever the log runs short, and
+  // goes on: however many threads died holding something, one sweep gives
+  // all of it back. A sweep after other changes stops there instead, and
+  // leaves the rest to the next sweep.
   sweep (word) {
     const w = this.w
     const object = word * 4 + 1
+    const first = Atomics.load(w, LOGGED) === 0
     let swept = 0
     for (let e = ENTRIES_AT; e < ENTRIES_AT + ENTRIES * ENTRY_WORDS; e += ENTRY_WORDS) {
-      // Room in the log for this entry's give-back; the rest wait for the next sweep.
-      if (Atomics.load(w, LOGGED) > LOG_MAX - 8) break
+      // Room in the log for this entry's give-back.
+      if (Atomics.load(w, LOGGED) > LOG_MAX - 8) {
+        if (!first) break
+        Atomics.store(w, LOGGED, 0)
+      }
       const owner = Atomics.load(w, e + OWNER)
       if (owner === 0 || owner === this.me || (word !== -1 && Atomics.load(w, e + OBJECT) !== object)) continue
       if (binding.regionOwnerAlive(this.user, owner)) continue

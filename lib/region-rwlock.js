@@ -98,11 +98,11 @@ function writeOnce (ta, takeOver, queue) {
   return holdsOf(ta).run((tx) => {
     const writer = Atomics.load(tx.user, i + STATE) >>> 1
     if (writer === tx.me || tx.held(i, KIND) > 0) return MINE
-    let free = !(writer !== 0 && (!takeOver || liveOther(tx, writer))) && tx.mayGo(i, i + SEQ, WRITE_WAIT, LINE, LINE)
-    if (free && Atomics.load(tx.user, i + READERS) > 0) {
-      tx.sweep(i)
-      free = Atomics.load(tx.user, i + READERS) === 0
-    }
+    // Readers that are gone give their read locks back first (the first
+    // change of the transaction: all of them, however many).
+    if (Atomics.load(tx.user, i + READERS) > 0) tx.sweep(i)
+    const free = !(writer !== 0 && (!takeOver || liveOther(tx, writer))) && tx.mayGo(i, i + SEQ, WRITE_WAIT, LINE, LINE) &&
+      Atomics.load(tx.user, i + READERS) === 0
     if (!free) {
       if (queue) tx.queue(i, i + SEQ, WRITE_WAIT)
       return BUSY
