@@ -5,7 +5,7 @@
 // docs/benchmarks.md), prints absolute figures and ratios, writes the run as
 // JSON under benchmark/results/ and renders its chart next to it.
 //   --quick     3 short rounds per figure (about 80 s on 2 cores)
-//   --only      scenario ids (1..13) or case ids (e.g. 4-k8, 9-read-mostly), comma-separated
+//   --only      scenario ids (1..14) or case ids (e.g. 4-k8, 9-read-mostly), comma-separated
 //   --rounds N  measured rounds per figure; --ms N: measured window per round
 //   --out FILE  JSON path (default results/full.json, quick.json, partial.json)
 //   --node M    run under another Node: a major (e.g. 24, fetched once from
@@ -35,7 +35,8 @@ const SCENARIOS = [
   require('./scenarios/barrier'),
   require('./scenarios/channel'),
   require('./scenarios/channel-large'),
-  require('./scenarios/region-pingpong')
+  require('./scenarios/region-pingpong'),
+  require('./scenarios/synckit')
 ]
 
 function parse (argv) {
