@@ -177,7 +177,7 @@ describe('SharedRegion where it is not supported', unsupported ? {} : { skip: 'r
   test('open throws ERR_REGION_UNSUPPORTED, after checking its arguments, and creates no file', () => {
     const name = uniqueName('unsupported')
     assertRegionError(() => SharedRegion.open(name, { bytes: 64 }), 'ERR_REGION_UNSUPPORTED',
-      binding.regionSupported() ? /Node 16 or later/ : /Linux only/)
+      binding.regionSupported() ? /Node 16 or later/ : /Linux and Windows only/)
     assert.strictEqual(fs.existsSync(fileOf(name)), false)
     assert.throws(() => SharedRegion.open('../x', { bytes: 64 }), TypeError)
     assert.throws(() => SharedRegion.open(name, { bytes: 12 }), RangeError)

@@ -19,7 +19,8 @@
 //   ERR_REGION_MISMATCH     it exists with another size or layout than asked for
 //   ERR_REGION_VERSION      it was made by another version of the package
 //   ERR_REGION_ACCESS       the file's permissions refuse this process
-//   ERR_REGION_NO_SPACE     the file system (/dev/shm) has no room for it
+//   ERR_REGION_NO_SPACE     the file system (/dev/shm; Windows: the temporary
+//                           directory's) has no room for it
 //   ERR_REGION_FULL         every process slot is taken by a live process, or
 //                           (at a wait) every waiter record is in use
 //   ERR_REGION_UNSUPPORTED  this platform or runtime cannot share it, or the
@@ -38,7 +39,9 @@ const { version } = require('../package.json')
 
 const BUILD = `shared-futex ${version}`
 const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$/
-const DEFAULT_DIRECTORY = '/dev/shm'
+// Linux: tmpfs, memory only. Windows has no memory-only file system: the
+// temporary directory (docs/region.md, "Platforms").
+const DEFAULT_DIRECTORY = process.platform === 'win32' ? require('os').tmpdir() : '/dev/shm'
 // 1 GiB: an offset travels in 30 bits (src/region.rs, `deliver`).
 const MAX_BYTES = 0x40000000
 // Whether this runtime's Atomics work on memory that is not shared (V8 9+,
@@ -111,7 +114,7 @@ class SharedRegion {
     const processes = integerOption(what, options, 'processes', 1, 4096, 0)
     const waiters = integerOption(what, options, 'waiters', 1, 1 << 24, 0)
     if (!binding.regionSupported()) {
-      throw new SharedRegionError('ERR_REGION_UNSUPPORTED', `shared regions are not implemented on ${process.platform} yet (Linux only)`)
+      throw new SharedRegionError('ERR_REGION_UNSUPPORTED', `shared regions are not implemented on ${process.platform} yet (Linux and Windows only)`)
     }
     if (!binding.regionMakesShared() && !atomicsOnPlainMemory) {
       throw new SharedRegionError('ERR_REGION_UNSUPPORTED', `Node ${process.versions.node} can neither make a SharedArrayBuffer over a region nor use Atomics on an ArrayBuffer: shared regions need Node 16 or later`)

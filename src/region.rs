@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
@@ -200,17 +200,7 @@ fn listen(region: std::sync::Weak<Region>) {
         let seen = bell.load(SeqCst);
         let next = region.deliver(true);
         let sleep = next.map(|d| d.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)));
-        let os = Sys { fd: region.queues.os().fd };
-        let bell_ptr: *const AtomicU32 = bell;
-        drop(region);
-        // The region may be unmapped while this thread sleeps (its last
-        // buffer collected): a closing region rings first, and a futex call
-        // on an address no longer mapped only fails (EFAULT) or, were the
-        // address mapped again meanwhile, returns within its time limit;
-        // neither reads or writes memory. The next turn then finds the
-        // region gone and ends the thread.
-        // SAFETY: the futex call reads the word only through the kernel (above).
-        os.wait(unsafe { &*bell_ptr }, seen, sleep.or(Some(Duration::from_secs(60))));
+        os::sleep_on_doorbell(region, seen, sleep.unwrap_or(Duration::from_secs(60)));
     }
 }
 
@@ -332,381 +322,192 @@ impl Drop for Region {
 }
 
 // ---------------------------------------------------------------------------
-// The operating system's part.
+// The operating system's part: one module per platform, with the same items
+// (`Sys`, futex-core's `Os`: wait, wake and a slot's liveness; `open`,
+// `unmap`, `unlink`, `sleep_on_doorbell`, `SUPPORTED`), chosen here once.
+// What they share (the header's checks, the registry) is below.
 
 #[cfg(target_os = "linux")]
-pub(crate) struct Sys {
-    fd: i32,
-}
+#[path = "region/linux.rs"]
+mod os;
+#[cfg(windows)]
+#[path = "region/windows.rs"]
+mod os;
+#[cfg(not(any(target_os = "linux", windows)))]
+#[path = "region/unsupported.rs"]
+mod os;
 
-#[cfg(target_os = "linux")]
-mod os {
-    use super::*;
-
-    /// Byte offsets of the record locks, far past any file's end.
-    const INIT_LOCK: i64 = 1 << 40;
-    const SLOT_LOCK: i64 = (1 << 40) + 64;
-
-    fn flock(kind: i32, at: i64) -> libc::flock {
-        // SAFETY: plain data.
-        let mut l: libc::flock = unsafe { std::mem::zeroed() };
-        l.l_type = kind as _;
-        l.l_whence = libc::SEEK_SET as _;
-        l.l_start = at as _;
-        l.l_len = 1;
-        l
-    }
-
-    pub(super) fn lock(fd: i32, at: i64, wait: bool) -> std::io::Result<bool> {
-        let mut l = flock(libc::F_WRLCK, at);
-        let cmd = if wait { libc::F_OFD_SETLKW } else { libc::F_OFD_SETLK };
-        loop {
-            // SAFETY: valid descriptor and flock.
-            if unsafe { libc::fcntl(fd, cmd, &mut l) } == 0 {
-                return Ok(true);
-            }
-            let e = std::io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EAGAIN) | Some(libc::EACCES) => return Ok(false),
-                _ => return Err(e),
-            }
-        }
-    }
-
-    pub(super) fn unlock(fd: i32, at: i64) {
-        let mut l = flock(libc::F_UNLCK, at);
-        // SAFETY: valid descriptor and flock.
-        unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &mut l) };
-    }
-
-    impl Os for Sys {
-        fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-            let ts = timeout.map(|d| libc::timespec {
-                tv_sec: d.as_secs().min(i32::MAX as u64) as _,
-                tv_nsec: d.subsec_nanos() as _,
-            });
-            let tsp = ts.as_ref().map_or(ptr::null(), |t| t as *const libc::timespec);
-            // SAFETY: `word` is a live 4-aligned word of the shared mapping;
-            // FUTEX_WAIT without the private flag keys on the mapping, so
-            // sleepers of every process that maps it meet.
-            unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, expected, tsp, 0usize, 0u32) };
-        }
-
-        fn wake(&self, word: &AtomicU32, count: u32) {
-            // SAFETY: as in `wait`; waking needs only the address.
-            unsafe {
-                libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, count.min(i32::MAX as u32), 0usize)
-            };
-        }
-
-        fn slot_alive(&self, slot: u32) -> bool {
-            let mut l = flock(libc::F_WRLCK, SLOT_LOCK + slot as i64);
-            // SAFETY: valid descriptor and flock.
-            let r = unsafe { libc::fcntl(self.fd, libc::F_OFD_GETLK, &mut l) };
-            // Unknown (an error): alive, so that nothing of a live process is taken.
-            r != 0 || l.l_type != libc::F_UNLCK as _
-        }
-    }
-
-    /// Opens (creating if absent and `create`) the region file at `path`
-    /// with `user_bytes` (0: whatever it has) and maps it.
-    pub(super) fn open(
-        path: &str,
-        user_bytes: u32,
-        create: bool,
-        mode: u32,
-        layout: Layout,
-        build: &str,
-    ) -> Result<Arc<Region>> {
-        let cpath = std::ffi::CString::new(path).map_err(|_| coded("ERR_REGION_NAME", "NUL in the path".into()))?;
-        let flags = libc::O_RDWR | libc::O_CLOEXEC | if create { libc::O_CREAT } else { 0 };
-        // SAFETY: NUL-terminated path.
-        let fd = unsafe { libc::open(cpath.as_ptr(), flags, mode as libc::c_uint) };
-        if fd < 0 {
-            let e = std::io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::ENOENT) if !create => coded("ERR_REGION_NOT_FOUND", format!("no region at {path}")),
-                Some(libc::ENOENT) => coded("ERR_REGION_OPEN", format!("cannot create {path}: {e}")),
-                Some(libc::EACCES) | Some(libc::EPERM) => {
-                    coded("ERR_REGION_ACCESS", format!("permission denied for {path}: {e}"))
-                }
-                _ => coded("ERR_REGION_OPEN", format!("cannot open {path}: {e}")),
-            });
-        }
-        let close = |e: Error| {
-            // SAFETY: our descriptor.
-            unsafe { libc::close(fd) };
-            e
-        };
-        // One process at a time lays out or checks the header.
-        if let Err(e) = lock(fd, INIT_LOCK, true) {
-            return Err(close(coded("ERR_REGION_OPEN", format!("cannot lock {path}: {e}"))));
-        }
-        let result = map(fd, path, user_bytes, layout, build);
-        unlock(fd, INIT_LOCK);
-        match result {
-            Ok((region, false)) => Ok(region),
-            // Mapped already: this descriptor is not needed.
-            Ok((region, true)) => {
-                close(Error::from_reason(""));
-                Ok(region)
-            }
-            Err(e) => Err(close(e)),
-        }
-    }
-
-    /// `layout`'s slots and records: 0 where the caller gave none (the
-    /// defaults when creating, the region's own when opening).
-    /// Also returns whether the region was mapped already (`fd` then unused).
-    fn map(fd: i32, path: &str, user_bytes: u32, mut layout: Layout, build: &str) -> Result<(Arc<Region>, bool)> {
-        // SAFETY: plain data, filled by fstat.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: our descriptor.
-        if unsafe { libc::fstat(fd, &mut st) } != 0 {
-            return Err(coded("ERR_REGION_OPEN", format!("cannot stat {path}: {}", std::io::Error::last_os_error())));
-        }
-        let id = (st.st_dev as u64, st.st_ino as u64);
-        if let Some(existing) = REGIONS.read().iter().find(|r| r.id == id) {
-            let have = (existing.len - existing.control) as u32;
-            if user_bytes != 0 && user_bytes != have {
-                return Err(mismatch(path, user_bytes, have));
-            }
-            let h = existing.queues.header();
-            let (slots, records) = (h.slots.load(Relaxed), h.records.load(Relaxed));
-            if (layout.slots != 0 && layout.slots != slots) || (layout.records != 0 && layout.records != records) {
-                return Err(coded(
-                    "ERR_REGION_MISMATCH",
-                    format!("{path} has {slots} process slots and {records} waiter records"),
-                ));
-            }
-            // Mapped already: this process shares that mapping (and slot).
-            // The new buffer counts as a user before the registry's lock is
-            // let go, so that the last old buffer's finalizer, which removes
-            // the region under the write lock once it has no user, either
-            // sees this one or has removed the region before this lookup.
-            existing.users.fetch_add(1, AcqRel);
-            return Ok((existing.clone(), true));
-        }
-        let mut size = st.st_size as usize;
-        let mut fresh = size == 0;
-        if !fresh {
-            // Created by another process: check its header before anything.
-            let header = read_header(fd)?;
-            if header.0 != shared::MAGIC {
-                // Its creator died before it was ready (it held the init
-                // lock, which we hold now): lay it out again.
-                fresh = true;
-            } else {
-                check_header(path, &header, user_bytes, layout, build)?;
-                layout = Layout { slots: header.2, buckets: header.3, records: header.4, threads: header.7 };
-                if !layout.is_valid() {
-                    return Err(coded("ERR_REGION_MISMATCH", format!("{path} has an invalid header")));
-                }
-                let want = layout.bytes() + header.5 as usize;
-                if size != want {
-                    return Err(coded(
-                        "ERR_REGION_MISMATCH",
-                        format!("{path} is {size} bytes long where its header says {want}: it was changed by something else"),
-                    ));
-                }
-            }
-        }
-        if fresh {
-            let defaults = Layout::default();
-            layout.slots = if layout.slots == 0 { defaults.slots } else { layout.slots };
-            layout.records = if layout.records == 0 { defaults.records } else { layout.records };
-            if user_bytes == 0 {
-                return Err(coded(
-                    "ERR_REGION_NOT_FOUND",
-                    format!("{path} is not a region yet: give `bytes` to create it"),
-                ));
-            }
-            size = layout.bytes() + user_bytes as usize;
-            // SAFETY: our descriptor. Truncating to 0 first zeroes a
-            // half-made block of a creator that died.
-            let ok = unsafe { libc::ftruncate(fd, 0) == 0 && libc::ftruncate(fd, size as libc::off_t) == 0 };
-            if !ok {
-                let e = std::io::Error::last_os_error();
-                return Err(coded("ERR_REGION_NO_SPACE", format!("cannot size {path} to {size} bytes: {e}")));
-            }
-        }
-        // SAFETY: mapping our descriptor's file, shared.
-        let base =
-            unsafe { libc::mmap(ptr::null_mut(), size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
-        if base == libc::MAP_FAILED {
-            let e = std::io::Error::last_os_error();
-            return Err(coded("ERR_REGION_NO_SPACE", format!("cannot map {path}: {e}")));
-        }
-        let base = base as *mut u8;
-        if fresh {
-            // tmpfs allocates pages on first touch: touch them now, so that a
-            // full /dev/shm is an error here and not a SIGBUS later.
-            // SAFETY: our descriptor.
-            let r = unsafe { libc::posix_fallocate(fd, 0, size as libc::off_t) };
-            if r != 0 && r != libc::EOPNOTSUPP && r != libc::ENOSYS {
-                // SAFETY: the mapping just made.
-                unsafe { libc::munmap(base as *mut c_void, size) };
-                return Err(coded(
-                    "ERR_REGION_NO_SPACE",
-                    format!("no space for {size} bytes at {path}: {}", std::io::Error::from_raw_os_error(r)),
-                ));
-            }
-            // SAFETY: a zeroed block of the layout's size, ours alone under the init lock.
-            unsafe { shared::init(base, layout, user_bytes, build.as_bytes()) };
-        }
-        // SAFETY: a ready block that stays mapped as long as the Region.
-        let mut queues = unsafe { Queues::attach(base, layout, Sys { fd }) };
-        // SAFETY: our pid.
-        let pid = unsafe { libc::getpid() } as u32;
-        let claimed = match queues.claim_slot(|i| lock(fd, SLOT_LOCK + i as i64, false).unwrap_or(false), pid) {
-            Some(s) => s,
-            None => {
-                // SAFETY: the mapping just made.
-                unsafe { libc::munmap(base as *mut c_void, size) };
-                return Err(coded(
-                    "ERR_REGION_FULL",
-                    format!("every process slot of {path} is taken by a live process ({})", layout.slots),
-                ));
-            }
-        };
-        let _ = claimed;
-        let region = Arc::new(Region {
-            queues,
-            base,
-            len: size,
-            control: layout.bytes(),
-            id,
-            path: path.to_owned(),
-            // The buffer about to be made over it (see the lookup above).
-            users: AtomicUsize::new(1),
-            closing: AtomicBool::new(false),
-            pending: Mutex::new(PendingSet::default()),
-            listener: Mutex::new(false),
-            delivering: Mutex::new(()),
-        });
-        let mut regions = REGIONS.write();
-        regions.push(region.clone());
-        MAPPED.store(regions.len(), Release);
-        Ok((region, false))
-    }
-
-    /// magic, layout, slots, buckets, records, user bytes, build, threads.
-    type RawHeader = (u32, u32, u32, u32, u32, u32, Vec<u8>, u32);
-
-    fn read_header(fd: i32) -> Result<RawHeader> {
-        let mut buf = [0u8; std::mem::size_of::<shared::Header>()];
-        // SAFETY: our descriptor, a buffer of that size.
-        let n = unsafe { libc::pread(fd, buf.as_mut_ptr() as *mut c_void, buf.len(), 0) };
-        if n != buf.len() as isize {
-            return Ok((0, 0, 0, 0, 0, 0, Vec::new(), 0));
-        }
-        let word = |i: usize| u32::from_le_bytes(buf[i * 4..i * 4 + 4].try_into().unwrap());
-        let mut build: Vec<u8> = buf[64..128].to_vec();
-        while build.last() == Some(&0) {
-            build.pop();
-        }
-        Ok((word(0), word(1), word(2), word(3), word(4), word(5), build, word(7)))
-    }
-
-    fn check_header(path: &str, h: &RawHeader, user_bytes: u32, layout: Layout, build: &str) -> Result<()> {
-        if h.1 != shared::LAYOUT || h.6 != build.as_bytes() {
-            return Err(coded(
-                "ERR_REGION_VERSION",
-                format!(
-                    "{path} was made by another version of shared-futex ({}, layout {}); this is {build}, layout {}",
-                    String::from_utf8_lossy(&h.6),
-                    h.1,
-                    shared::LAYOUT
-                ),
-            ));
-        }
-        let given = |asked: u32, have: u32| asked == 0 || asked == have;
-        if !given(layout.slots, h.2) || !given(layout.records, h.4) {
-            return Err(coded(
-                "ERR_REGION_MISMATCH",
-                format!(
-                    "{path} has {} process slots and {} waiter records; opened with {} and {}",
-                    h.2, h.4, layout.slots, layout.records
-                ),
-            ));
-        }
-        if user_bytes != 0 && user_bytes != h.5 {
-            return Err(mismatch(path, user_bytes, h.5));
-        }
-        Ok(())
-    }
-
-    fn mismatch(path: &str, asked: u32, have: u32) -> Error {
-        coded("ERR_REGION_MISMATCH", format!("{path} has {have} bytes; opened with `bytes: {asked}`"))
-    }
-
-    pub(super) fn unmap(region: &Region) {
-        // SAFETY: the mapping and descriptor this region made; nothing uses
-        // them any more (the last reference is gone).
-        unsafe {
-            libc::munmap(region.base as *mut c_void, region.len);
-            libc::close(region.queues.os().fd);
-        }
-    }
-
-    pub(super) fn unlink(path: &str) -> Result<bool> {
-        let cpath = std::ffi::CString::new(path).map_err(|_| coded("ERR_REGION_NAME", "NUL in the path".into()))?;
-        // SAFETY: NUL-terminated path.
-        if unsafe { libc::unlink(cpath.as_ptr()) } == 0 {
-            return Ok(true);
-        }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::ENOENT) => Ok(false),
-            Some(libc::EACCES) | Some(libc::EPERM) => {
-                Err(coded("ERR_REGION_ACCESS", format!("permission denied for {path}: {e}")))
-            }
-            _ => Err(coded("ERR_REGION_OPEN", format!("cannot unlink {path}: {e}"))),
-        }
-    }
-
-    pub(super) const SUPPORTED: bool = true;
-}
-
-#[cfg(not(target_os = "linux"))]
-pub(crate) struct Sys {
-    fd: i32,
-}
-
-#[cfg(not(target_os = "linux"))]
-mod os {
-    use super::*;
-
-    impl Os for Sys {
-        fn wait(&self, _word: &AtomicU32, _expected: u32, timeout: Option<Duration>) {
-            std::thread::sleep(timeout.unwrap_or(Duration::from_millis(1)));
-        }
-        fn wake(&self, _word: &AtomicU32, _count: u32) {}
-        fn slot_alive(&self, _slot: u32) -> bool {
-            true
-        }
-    }
-
-    fn unsupported() -> Error {
-        coded(
-            "ERR_REGION_UNSUPPORTED",
-            format!("shared regions are not implemented on {} yet (Linux only)", std::env::consts::OS),
-        )
-    }
-
-    pub(super) fn open(_: &str, _: u32, _: bool, _: u32, _: Layout, _: &str) -> Result<Arc<Region>> {
-        Err(unsupported())
-    }
-    pub(super) fn unmap(_region: &Region) {}
-    pub(super) fn unlink(_: &str) -> Result<bool> {
-        Err(unsupported())
-    }
-    pub(super) const SUPPORTED: bool = false;
-}
+pub(crate) use os::Sys;
 
 fn sys_unmap(region: &Region) {
     os::unmap(region)
+}
+
+/// Bytes of the header read from a file before it is mapped.
+#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+const HEADER_BYTES: usize = std::mem::size_of::<shared::Header>();
+
+/// The region of this process already mapped from the file `id`, if any,
+/// checked against what the caller asks for; it then counts one more user.
+#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+fn mapped_already(id: (u64, u64), path: &str, user_bytes: u32, layout: Layout) -> Result<Option<Arc<Region>>> {
+    let regions = REGIONS.read();
+    let Some(existing) = regions.iter().find(|r| r.id == id) else { return Ok(None) };
+    let have = (existing.len - existing.control) as u32;
+    if user_bytes != 0 && user_bytes != have {
+        return Err(mismatch(path, user_bytes, have));
+    }
+    let h = existing.queues.header();
+    let (slots, records) = (h.slots.load(Relaxed), h.records.load(Relaxed));
+    if (layout.slots != 0 && layout.slots != slots) || (layout.records != 0 && layout.records != records) {
+        return Err(coded(
+            "ERR_REGION_MISMATCH",
+            format!("{path} has {slots} process slots and {records} waiter records"),
+        ));
+    }
+    // Mapped already: this process shares that mapping (and slot).
+    // The new buffer counts as a user before the registry's lock is
+    // let go, so that the last old buffer's finalizer, which removes
+    // the region under the write lock once it has no user, either
+    // sees this one or has removed the region before this lookup.
+    existing.users.fetch_add(1, AcqRel);
+    Ok(Some(existing.clone()))
+}
+
+/// The layout of the file at `path` of `size` bytes, under its init lock:
+/// the header's (checked against what is asked), or, for a file to lay
+/// out (empty, or left half-made by a creator that died), `layout` with
+/// the defaults where it has 0. Also returns whether it is to be laid out.
+#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+fn settle_layout(
+    path: &str,
+    size: usize,
+    header: impl FnOnce() -> Option<[u8; HEADER_BYTES]>,
+    user_bytes: u32,
+    mut layout: Layout,
+    build: &str,
+) -> Result<(Layout, bool)> {
+    let mut fresh = size == 0;
+    if !fresh {
+        // Created by another process: check its header before anything.
+        let header = parse_header(header());
+        if header.0 != shared::MAGIC {
+            // Its creator died before it was ready (it held the init
+            // lock, which we hold now): lay it out again.
+            fresh = true;
+        } else {
+            check_header(path, &header, user_bytes, layout, build)?;
+            layout = Layout { slots: header.2, buckets: header.3, records: header.4, threads: header.7 };
+            if !layout.is_valid() {
+                return Err(coded("ERR_REGION_MISMATCH", format!("{path} has an invalid header")));
+            }
+            let want = layout.bytes() + header.5 as usize;
+            if size != want {
+                return Err(coded(
+                    "ERR_REGION_MISMATCH",
+                    format!(
+                        "{path} is {size} bytes long where its header says {want}: it was changed by something else"
+                    ),
+                ));
+            }
+        }
+    }
+    if fresh {
+        let defaults = Layout::default();
+        layout.slots = if layout.slots == 0 { defaults.slots } else { layout.slots };
+        layout.records = if layout.records == 0 { defaults.records } else { layout.records };
+        if user_bytes == 0 {
+            return Err(coded(
+                "ERR_REGION_NOT_FOUND",
+                format!("{path} is not a region yet: give `bytes` to create it"),
+            ));
+        }
+    }
+    Ok((layout, fresh))
+}
+
+/// magic, layout, slots, buckets, records, user bytes, build, threads.
+#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+type RawHeader = (u32, u32, u32, u32, u32, u32, Vec<u8>, u32);
+
+#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+fn parse_header(buf: Option<[u8; HEADER_BYTES]>) -> RawHeader {
+    let Some(buf) = buf else { return (0, 0, 0, 0, 0, 0, Vec::new(), 0) };
+    let word = |i: usize| u32::from_le_bytes(buf[i * 4..i * 4 + 4].try_into().unwrap());
+    let mut build: Vec<u8> = buf[64..128].to_vec();
+    while build.last() == Some(&0) {
+        build.pop();
+    }
+    (word(0), word(1), word(2), word(3), word(4), word(5), build, word(7))
+}
+
+#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+fn check_header(path: &str, h: &RawHeader, user_bytes: u32, layout: Layout, build: &str) -> Result<()> {
+    if h.1 != shared::LAYOUT || h.6 != build.as_bytes() {
+        return Err(coded(
+            "ERR_REGION_VERSION",
+            format!(
+                "{path} was made by another version of shared-futex ({}, layout {}); this is {build}, layout {}",
+                String::from_utf8_lossy(&h.6),
+                h.1,
+                shared::LAYOUT
+            ),
+        ));
+    }
+    let given = |asked: u32, have: u32| asked == 0 || asked == have;
+    if !given(layout.slots, h.2) || !given(layout.records, h.4) {
+        return Err(coded(
+            "ERR_REGION_MISMATCH",
+            format!(
+                "{path} has {} process slots and {} waiter records; opened with {} and {}",
+                h.2, h.4, layout.slots, layout.records
+            ),
+        ));
+    }
+    if user_bytes != 0 && user_bytes != h.5 {
+        return Err(mismatch(path, user_bytes, h.5));
+    }
+    Ok(())
+}
+
+#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+fn mismatch(path: &str, asked: u32, have: u32) -> Error {
+    coded("ERR_REGION_MISMATCH", format!("{path} has {have} bytes; opened with `bytes: {asked}`"))
+}
+
+#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+fn slots_full(path: &str, layout: Layout) -> Error {
+    coded("ERR_REGION_FULL", format!("every process slot of {path} is taken by a live process ({})", layout.slots))
+}
+
+/// A mapping just made (its slot claimed), entered in the registry.
+/// `users`: the buffer about to be made over it.
+#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+fn register(
+    queues: Queues<Sys>,
+    base: *mut u8,
+    size: usize,
+    layout: Layout,
+    id: (u64, u64),
+    path: &str,
+) -> Arc<Region> {
+    let region = Arc::new(Region {
+        queues,
+        base,
+        len: size,
+        control: layout.bytes(),
+        id,
+        path: path.to_owned(),
+        users: AtomicUsize::new(1),
+        closing: AtomicBool::new(false),
+        pending: Mutex::new(PendingSet::default()),
+        listener: Mutex::new(false),
+        delivering: Mutex::new(()),
+    });
+    let mut regions = REGIONS.write();
+    regions.push(region.clone());
+    MAPPED.store(regions.len(), Release);
+    region
 }
 
 // ---------------------------------------------------------------------------
@@ -724,20 +525,19 @@ type CreateExternalSab = unsafe extern "C" fn(
 /// Node's `node_api_create_external_sharedarraybuffer` (24.16+, 26.1+;
 /// experimental, so not bound by napi-rs): found in the running executable.
 static CREATE_EXTERNAL_SAB: LazyLock<Option<CreateExternalSab>> = LazyLock::new(|| {
+    if std::env::var_os("SHARED_FUTEX_NO_EXTERNAL_SAB").is_some() {
+        return None;
+    }
     #[cfg(unix)]
-    {
-        if std::env::var_os("SHARED_FUTEX_NO_EXTERNAL_SAB").is_some() {
-            return None;
-        }
-        // SAFETY: a NUL-terminated name; the symbol, if Node exports it,
-        // has the type declared above (js_native_api.h).
-        let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"node_api_create_external_sharedarraybuffer".as_ptr()) };
-        (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, CreateExternalSab>(f) })
-    }
-    #[cfg(not(unix))]
-    {
-        None
-    }
+    // SAFETY: a NUL-terminated name.
+    let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"node_api_create_external_sharedarraybuffer".as_ptr()) };
+    #[cfg(windows)]
+    let f = os::export_of_executable(c"node_api_create_external_sharedarraybuffer");
+    #[cfg(not(any(unix, windows)))]
+    let f: *mut c_void = ptr::null_mut();
+    // SAFETY: the symbol, if Node exports it, has the type declared above
+    // (js_native_api.h).
+    (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, CreateExternalSab>(f) })
 });
 
 /// Finalizer of a buffer over a region: gives its reference back.
