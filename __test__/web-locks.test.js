@@ -339,6 +339,18 @@ describe('Web Locks: signal', { skip: !HAS_ABORT }, () => {
     assert.strictEqual(called, false)
   })
 
+  test('an abort right after request() returns, the name free, comes before the grant: rejected with the reason, the callback never runs, the name free', T, async () => {
+    const name = uniqueName()
+    const c = new AbortController()
+    const reason = new Error('at once')
+    let called = false
+    const p = locks.request(name, { signal: c.signal }, () => { called = true })
+    c.abort(reason)
+    await assert.rejects(p, (e) => e === reason)
+    assert.strictEqual(called, false)
+    assert.strictEqual(await locks.request(name, { ifAvailable: true }, (lock) => lock !== null), true, 'nothing left held')
+  })
+
   test('aborting a pending request takes it out of the queue at once and rejects with the reason', { ...T, ...notPostgres('its promise rejects while this test awaits a query() of the server, unhandled meanwhile; web-locks-postgres.test.js checks the rule') }, async () => {
     const name = uniqueName()
     const hold = deferred()

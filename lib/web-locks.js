@@ -443,7 +443,9 @@ function granted (hold) {
 function runGranted (hold) {
   if (hold.signal !== undefined) {
     if (hold.signal.aborted) {
-      handOver(release(hold))
+      // Aborted before this task: released, not run; the promise rejects
+      // once the name is free (as `settle` orders it).
+      settle(hold, false, reasonOf(hold.signal))
       return
     }
     unlisten(hold)
@@ -538,8 +540,12 @@ function abort (hold, signal) {
     hold.answer = null
     hold.grantSlot = -1
     hold.stealSlot = -1
+    end(hold, false, reasonOf(signal))
   }
-  end(hold, false, reasonOf(signal))
+  // Else the grant is decided (on the fast path, or by the addon) and its
+  // task is queued or on its way: it finds the signal aborted, releases the
+  // lock and then rejects, so that the name is free when the promise
+  // settles (the spec's lock manager saw the abort before the request).
 }
 
 // ifAvailable and not grantable: the callback gets null, in a task.
