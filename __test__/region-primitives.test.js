@@ -411,6 +411,23 @@ describe('Semaphore in a shared region', skip, () => {
   })
 })
 
+// The words of the RwLock at AT.RwLock and its entries in the holds table
+// (lib/region-holds.js: 4 + 256 × 3 words of header and log, then entries
+// of 5 words: OWNER, OBJECT, KIND, COUNT, AUX), for a failure's message.
+function rwState (rw, w) {
+  const i = AT.RwLock / 4
+  const table = require('../lib/region-holds').holdsOf(new Int32Array(rw.buffer, AT.RwLock, 4)).w
+  const entries = []
+  for (let e = 4 + 256 * 3; e < table.length; e += 5) {
+    if (table[e] !== 0 && table[e + 1] === i * 4 + 1) {
+      entries.push(`{owner ${table[e]} (${binding.regionOwnerAlive(w, table[e]) ? 'alive' : 'dead'}) kind ${table[e + 2]} count ${table[e + 3]} aux ${table[e + 4]}}`)
+    }
+  }
+  const writer = Atomics.load(w, i) >>> 1
+  return `STATE writer ${writer} (${writer === 0 ? '-' : binding.regionOwnerAlive(w, writer) ? 'alive' : 'dead'}), READERS ${Atomics.load(w, i + 1)}, SEQ ${Atomics.load(w, i + 3)}, ` +
+    `this thread ${binding.regionOwner(w)}, now ${Date.now() | 0}, entries ${entries.join(' ') || 'none'}`
+}
+
 describe('RwLock in a shared region', skip, () => {
   function rwlock () {
     const r = fresh()
@@ -470,7 +487,10 @@ describe('RwLock in a shared region', skip, () => {
       return release
     })
     writer.kill('SIGKILL')
-    await until(() => Atomics.load(w, ITEMS) === 1, 'the reader, first in line, to be let in')
+    await until(() => Atomics.load(w, ITEMS) === 1, 'the reader, first in line, to be let in').catch((e) => {
+      e.message += ` (written here: ${written}; ${rwState(rw, w)})`
+      throw e
+    })
     assert.strictEqual(written, false, 'the writer that came later waits for it')
     reader.kill('SIGKILL')
     const release = await writing
