@@ -64,6 +64,10 @@ function fileOf (what, name, directory) {
   if (!NAME.test(name)) {
     throw new TypeError(`${what}: name must be 1 to 200 of A-Z a-z 0-9 _ . - (not starting with . or -), got ${JSON.stringify(name)}`)
   }
+  // Windows drops a file name's trailing dots: `a.` would be the file of `a`.
+  if (process.platform === 'win32' && name.endsWith('.')) {
+    throw new TypeError(`${what}: on Windows a name must not end with . (file names lose it there), got ${JSON.stringify(name)}`)
+  }
   if (directory === undefined) directory = DEFAULT_DIRECTORY
   if (typeof directory !== 'string' || directory === '') {
     throw new TypeError(`${what}: directory must be a non-empty string, got ${show(directory)}`)
