@@ -247,9 +247,9 @@ export interface SharedRegionOptions {
   bytes?: number
   /** Create the region if absent (default true; needs `bytes`). */
   create?: boolean
-  /** File mode of a region this call creates (default 0o600). */
+  /** File mode of a region this call creates (default 0o600; ignored on Windows). */
   mode?: number
-  /** Directory of the region's file (default '/dev/shm'). */
+  /** Directory of the region's file (default '/dev/shm'; on Windows os.tmpdir()). */
   directory?: string
   /** Process slots: how many processes can have it open at once (default 256). */
   processes?: number
