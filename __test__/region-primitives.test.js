@@ -202,11 +202,15 @@ describe('Condition in a shared region, with an AsyncLock in a region', skip, ()
     // sleeps beside them.
     await lock.lockAsync()
     const waiting = cond.waitAsync(lock, { timeout: 10000 })
-    await lock.lockAsync().then((release) => {
+    await lock.lockAsync().then(async (release) => {
+      // Dead before the notify: a sleeper killed after it could relock
+      // first and die holding the lock (then this waiter is told so).
       sleepers[0].kill('SIGKILL')
+      await sleepers[0].exited
       assert.strictEqual(cond.notifyAll() >= 1, true, 'at least this thread\'s waiter woke')
       release()
     })
+    // The other sleeper may relock first: it unlocks at once.
     assert.strictEqual(await waiting, 'ok')
     lock.unlock()
     for (const s of sleepers) s.kill('SIGKILL')
