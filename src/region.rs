@@ -13,10 +13,13 @@
 //! hands each notified async waiter's outcome to its JavaScript thread
 //! through the wait table's usual delivery, and fires their deadlines.
 //!
-//! Liveness: the process holds an open-file-description record lock
-//! (`F_OFD_SETLK`) on one byte per slot, past the end of the file; the kernel
-//! drops it when the process dies, however it dies, and `F_OFD_GETLK` from
-//! any other process tells. A recycled pid never matters: pids are not used.
+//! Liveness: the process holds a lock on one byte per slot, past the end of
+//! the file (Linux: an open-file-description record lock; Windows:
+//! `LockFileEx`); the kernel drops it when the process dies, however it
+//! dies, and any other process can ask. A recycled pid never matters: pids
+//! are not used. Sleeping and waking across processes, the lock and the
+//! mapping are each platform's (src/region/linux.rs, src/region/windows.rs;
+//! src/region/unsupported.rs where regions do not work yet).
 
 use std::collections::HashMap;
 use std::ffi::c_void;
