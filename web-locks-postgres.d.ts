@@ -26,6 +26,8 @@ export interface PostgresLockManagerOptions {
   heartbeatMs?: number
   /** Connections of the manager's own pool (held locks and waiting requests), default 32. */
   maxConnections?: number
+  /** A waiting request whose connection is lost asks again on a new one for this long (ms), then rejects with ERR_PG_LOCKS_LOST. 0: at once. Default 30000. */
+  reconnectMs?: number
   /** The `pg` module to use, instead of require('pg'). */
   pg?: unknown
   /** Anything else is an option of pg.Pool: connectionString, host, port, user, password, database, ssl, … */

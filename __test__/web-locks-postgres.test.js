@@ -163,6 +163,8 @@ describe('PostgresLockManager: Web Locks over PostgreSQL', skip, () => {
     assert.throws(() => new PostgresLockManager({ heartbeatMs: 10 }), RangeError)
     assert.throws(() => new PostgresLockManager({ heartbeatMs: '5' }), TypeError)
     assert.throws(() => new PostgresLockManager({ maxConnections: 1 }), RangeError)
+    assert.throws(() => new PostgresLockManager({ reconnectMs: -1 }), RangeError)
+    assert.throws(() => new PostgresLockManager({ reconnectMs: '1' }), TypeError)
     const m = manager(freshNamespace())
     assert.strictEqual(Object.prototype.toString.call(m), '[object LockManager]')
     await assert.rejects(m.request('x'), TypeError)
@@ -444,9 +446,10 @@ describe('PostgresLockManager: Web Locks over PostgreSQL', skip, () => {
     await assert.rejects(m.request('n', () => {}), { code: 'ERR_PG_LOCKS_CLOSED' })
   })
 
-  test('the server restarted mid-hold: every holder\'s signal fires, waiters reject; no two holders with valid tokens', { timeout: 60000 }, async () => {
+  test('the server restarted mid-hold: every holder\'s signal fires; a waiter asks again on a new connection and is granted once, after every old holder knew (with reconnectMs: 0 it rejects); no two holders with valid tokens', { timeout: 60000 }, async () => {
     const ns = freshNamespace()
     const [a, b, c, d] = [0, 1, 2, 3].map(() => manager(ns))
+    const e = manager(ns, { reconnectMs: 0 })
     const events = []
     const holders = []
     const hold = (m, name, mode) => {
@@ -466,23 +469,57 @@ describe('PostgresLockManager: Web Locks over PostgreSQL', skip, () => {
     const py1 = hold(b, 'y', 'shared')
     const py2 = hold(c, 'y', 'shared')
     await eventually(async () => (await a.query()).held.length === 3, 'three holders')
-    // (Granted in the instant between the holder's end and its own, it would lose the lock at once.)
-    const waiter = d.request('x', () => new Promise(() => {}))
+    // A waiter that asks again after losing its connection, and one that does not.
+    let calls = 0
+    const waiter = d.request('x', (lock) => ({ token: lock.token, at: now(), calls: ++calls }))
     await eventually(async () => (await pendingOf(a, 'x')).length === 1, 'the waiter queued')
-    const rejections = Promise.allSettled([px, py1, py2, waiter])
+    const gives = e.request('x', () => 'never')
+    await eventually(async () => (await pendingOf(a, 'x')).length === 2, 'the second waiter queued')
+    const rejections = Promise.allSettled([px, py1, py2, gives])
     await cluster.restart()
     const settled = await rejections
     assert.deepStrictEqual(settled.slice(0, 3).map((s) => s.status === 'rejected' && s.reason.name), ['AbortError', 'AbortError', 'AbortError'])
     assert.strictEqual(settled[3].status, 'rejected')
-    assert.ok(settled[3].reason.code === 'ERR_PG_LOCKS_LOST' || settled[3].reason.name === 'AbortError', String(settled[3].reason))
+    assert.strictEqual(settled[3].reason.code, 'ERR_PG_LOCKS_LOST', String(settled[3].reason))
     assert.strictEqual(holders.filter((h) => h.lost !== null).length, 3, events.join(', '))
-    // Granted again after the restart: a larger token, and every old holder
-    // knew its lock was lost before the new one was granted.
+    // The waiter, granted after the restart on a new connection: once, with a
+    // larger token, after every old holder knew its lock was lost.
     const oldX = holders.find((h) => h.name === 'x')
+    const got = await waiter
+    assert.strictEqual(got.calls, 1)
+    assert.ok(got.token > oldX.token, `${got.token} > ${oldX.token}`)
+    for (const h of holders) assert.ok(h.lost < got.at)
     const again = await d.request('x', (lock) => ({ token: lock.token, at: now() }))
-    assert.ok(again.token > oldX.token, `${again.token} > ${oldX.token}`)
-    for (const h of holders) assert.ok(h.lost < again.at)
+    assert.ok(again.token > got.token, `${again.token} > ${got.token}`)
+    assert.strictEqual(calls, 1)
     assert.deepStrictEqual(await a.query(), { held: [], pending: [] })
+  })
+
+  test('a waiting request whose session is ended asks again on a new connection: granted once, when the holder releases', { timeout: 30000 }, async () => {
+    const ns = freshNamespace()
+    const a = manager(ns)
+    const b = manager(ns)
+    const hold = deferred()
+    const held = a.request('job', (lock) => hold.promise.then(() => lock.token))
+    await eventually(async () => (await serverLocks(ns)).granted === 1, 'the holder')
+    let calls = 0
+    const waiting = b.request('job', (lock) => { calls++; return lock.token })
+    await eventually(async () => (await serverLocks(ns)).waiting === 1, 'the waiter at the server')
+    const [{ pid }] = await sql(`SELECT l.pid FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
+      WHERE l.locktype = 'advisory' AND NOT l.granted AND s.application_name = $1`, [b.clientId])
+    await sql('SELECT pg_terminate_backend($1, 5000)', [pid])
+    // Back at the server on another session, still waiting.
+    await eventually(async () => {
+      const rows = await sql(`SELECT l.pid FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
+        WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND NOT l.granted AND s.application_name = $1`, [b.clientId])
+      return rows.length === 1 && rows[0].pid !== pid
+    }, 'the waiter on a new session')
+    assert.strictEqual(calls, 0)
+    hold.resolve()
+    const first = await held
+    assert.ok(await waiting > first)
+    assert.strictEqual(calls, 1)
+    assert.deepStrictEqual(await serverLocks(ns), { granted: 0, waiting: 0 })
   })
 
   test('a holding session that stops answering (heartbeat) or that the server ends (idle_session_timeout): the signal fires, the lock is granted on', { timeout: 30000 }, async () => {

@@ -29,7 +29,8 @@ const { parse, reasonOf, domError, newLock, adopt } = require('./web-locks').int
 //   code                    when
 //   ERR_PG_MISSING          the `pg` package cannot be loaded (a peer dependency)
 //   ERR_PG_LOCKS_CONNECT    no connection to the server (unreachable, credentials, …; `cause`)
-//   ERR_PG_LOCKS_LOST       the connection of a request waiting at the server was lost (`cause`)
+//   ERR_PG_LOCKS_LOST       the connection of a request waiting at the server was lost, and no new
+//                           one could be had within reconnectMs (`cause`)
 //   ERR_PG_LOCKS_SERVER     the server refused a statement of the manager (`cause`)
 //   ERR_PG_LOCKS_CLOSED     the manager was closed
 //   ERR_PG_LOCKS_NAMES      no free key for a name after every probe (a full key space, in practice never)
@@ -58,7 +59,7 @@ function loadPg (given) {
 }
 
 // --- options -----------------------------------------------------------------------
-const MANAGER_KEYS = new Set(['namespace', 'pool', 'clientId', 'table', 'heartbeatMs', 'maxConnections', 'pg', 'createTable'])
+const MANAGER_KEYS = new Set(['namespace', 'pool', 'clientId', 'table', 'heartbeatMs', 'maxConnections', 'reconnectMs', 'pg', 'createTable'])
 const TABLE = /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$/
 const wellFormed = (s) => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(^|[^\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s)
 const typeName = (v) => v === null ? 'null' : typeof v
@@ -74,6 +75,7 @@ function toOptions (options) {
     table: 'shared_futex_locks',
     heartbeatMs: 5000,
     maxConnections: 32,
+    reconnectMs: 30000,
     createTable: true,
     pg: undefined,
     connection: {}
@@ -108,7 +110,7 @@ function toOptions (options) {
     if (!TABLE.test(options.table)) throw new RangeError(`${PREFIX}: table must be an identifier or schema.identifier (letters, digits, _), got ${JSON.stringify(options.table)}`)
     o.table = options.table
   }
-  for (const [key, min] of [['heartbeatMs', 0], ['maxConnections', 2]]) {
+  for (const [key, min] of [['heartbeatMs', 0], ['maxConnections', 2], ['reconnectMs', 0]]) {
     const v = options[key]
     if (v === undefined) continue
     if (typeof v !== 'number') throw new TypeError(`${PREFIX}: ${key} must be a number, got ${typeName(v)}`)
@@ -178,6 +180,7 @@ class PostgresLockManager {
       clientId,
       table: o.table,
       heartbeatMs: o.heartbeatMs,
+      reconnectMs: o.reconnectMs,
       createTable: o.createTable,
       pool: o.pool,
       ownPool: o.pool === null,
@@ -469,7 +472,8 @@ const AHEAD = `WITH k AS (SELECT pid, granted, waitstart FROM pg_locks
   me AS (SELECT granted, waitstart FROM k WHERE pid = $3)
   SELECT (SELECT granted FROM me) AS granted, (SELECT waitstart IS NULL FROM me) AS unset,
     ARRAY(SELECT k.pid FROM k, me WHERE NOT k.granted AND k.pid <> $3
-      AND (k.waitstart IS NULL OR me.waitstart IS NULL OR k.waitstart < me.waitstart) ORDER BY k.waitstart NULLS LAST) AS ahead`
+      AND (k.waitstart IS NULL OR me.waitstart IS NULL OR k.waitstart < me.waitstart) ORDER BY k.waitstart NULLS LAST) AS ahead,
+    ARRAY(SELECT k.pid FROM k, me WHERE NOT k.granted AND k.pid <> $3 AND k.waitstart > me.waitstart) AS behind`
 
 // Ends the sessions that hold the key (its holders' requests then reject with
 // an AbortError), each gone before this returns.
@@ -491,8 +495,8 @@ const STEAL = `SELECT count(pg_terminate_backend(pid, 10000)) AS n FROM pg_locks
 const PLACED_MAX_MS = 5000
 
 // On its way to the server, not there yet.
-const unplaced = (r) => r.sent && !r.atServer && r.state === 'sending' && r.aborting === null &&
-  !(r.connecting && exhausted(r.m.pool))
+const unplaced = (r) => r.state === 'sending' && r.aborting === null &&
+  ((r.sent && !r.atServer && !(r.connecting && exhausted(r.m.pool))) || r.handover)
 
 // Every connection of the pool taken, and requests waiting for one.
 const exhausted = (p) => p.waitingCount > 0 && p.idleCount === 0 && p.options !== undefined && p.totalCount >= p.options.max
@@ -593,6 +597,7 @@ class Request {
     this.lockDone = null // the lock statement's promise
     this.stealDone = false // a steal's lock statement has ended
     this.connecting = false // waiting for a connection of the pool
+    this.handover = false // the release of this client's request ahead of it may grant it (see release())
     this.aborting = null
     this.onAbort = null
     this.settled = false
@@ -618,6 +623,7 @@ class Request {
     this.busy(false)
     if (this.settled) return
     this.settled = true
+    this.handover = false
     this.m.live.delete(this)
     checkPlaced(this.m)
     this.unlisten()
@@ -669,7 +675,9 @@ class Request {
     const look = async () => {
       if (this.atServer || this.state === 'done') return
       try {
-        const r = await control(this.m, WAITING, [this.pid, hi, lo])
+        // Waiting there; granted there is not yet placed: its answer is on
+        // its way, and its callback comes before those of later grants.
+        const r = await control(this.m, `${WAITING} AND NOT granted`, [this.pid, hi, lo])
         if (r.rows.length > 0) return this.arrived()
       } catch {
         // The statement's own outcome settles it.
@@ -687,65 +695,35 @@ class Request {
     this.state = 'sending'
     this.busy(true)
     const m = this.m
+    let lostAt = 0 // when the connection of this request was lost (it is asked again on a new one)
+    let delay = 50
     try {
       this.key = await keyOf(m, this.name)
       if (this.state === 'done') return
-      this.connecting = true
-      let client
-      try {
-        client = await connect(m)
-      } finally {
-        this.connecting = false
-      }
-      if (this.state === 'done') {
-        client.release()
-        return
-      }
-      this.client = client
-      this.pid = client.processID
-      // A connection lost while waiting: its statement fails (handled below).
-      this.onLost = () => {}
-      client.on('error', this.onLost)
-      const gate = gateOf(this.key)
       let result
-      if (this.opts.steal) {
-        // The gate, exclusively: no other request reaches the key's queue
-        // until this one is granted (another steal waits here for this one).
-        await client.query('SELECT pg_advisory_lock($1::int4, $2::int4)', gate)
-        if (this.state === 'done') return this.drop()
-        this.lockDone = client.query(lockStatement(m, this.mode, 'steal'), [this.key])
-        if (this.wanted) this.confirm()
-        // Meanwhile, on the manager's own connection: the waiters ahead of it
-        // sent to the back of the queue, then the holders' sessions ended.
-        const cleared = this.clearWay()
+      for (;;) {
         try {
-          result = await this.lockDone
-        } finally {
-          this.stealDone = true
-        }
-        await cleared
-        if (this.aborting !== null || this.state === 'done') return
-        await client.query('SELECT pg_advisory_unlock($1::int4, $2::int4)', gate)
-      } else {
-        if (this.state === 'done') return this.drop()
-        const how = this.opts.ifAvailable ? 'try' : 'gate'
-        this.lockDone = client.query(lockStatement(m, this.mode, how), how === 'try' ? [this.key] : [this.key, ...gate])
-        if (this.wanted) this.confirm()
-        for (;;) {
-          try {
-            result = await this.lockDone
-            break
-          } catch (e) {
-            // A steal cancelled this wait to go ahead of it: back in the queue,
-            // behind the stealer (the statement let go of anything it got).
-            if (e && e.code === '57014' && /user request/.test(e.message) && this.aborting === null && this.state === 'sending') {
-              this.lockDone = client.query(lockStatement(m, this.mode, 'requeue'), [this.key])
-              continue
-            }
-            throw e
+          result = await this.attempt()
+          break
+        } catch (e) {
+          if (this.aborting !== null || this.state === 'done') return
+          const hadConnection = this.client !== null
+          // Not granted, and its session gone with anything it had (a grant
+          // the answer of which was lost is released with the session): asked
+          // again, on a new connection, for up to reconnectMs.
+          const lost = hadConnection ? !(e instanceof PostgresLockError) && lostConnection(e) : lostAt > 0 && e instanceof PostgresLockError && e.code === 'ERR_PG_LOCKS_CONNECT'
+          if (!lost) throw e
+          if (lostAt === 0) lostAt = Date.now()
+          if (hadConnection) await this.drop()
+          if (Date.now() - lostAt + delay > m.reconnectMs) {
+            throw lostError(hadConnection ? e : e.cause || e)
           }
+          await new Promise((resolve) => setTimeout(resolve, delay))
+          delay = Math.min(delay * 2, 1000)
+          if (this.aborting !== null || this.state === 'done') return
         }
       }
+      if (result === undefined) return // aborted, or closed, meanwhile
       if (this.aborting !== null || this.state === 'done') return // the abort finishes it
       const { ok, token } = result.rows[0]
       if (!ok) {
@@ -771,6 +749,75 @@ class Request {
     }
   }
 
+  // One try on a connection of its own: the lock statement's result, or
+  // undefined when the request was aborted or closed meanwhile.
+  async attempt () {
+    const m = this.m
+    this.lockDone = null
+    this.stealDone = false
+    this.connecting = true
+    let client
+    try {
+      client = await connect(m)
+    } finally {
+      this.connecting = false
+    }
+    if (this.state === 'done') {
+      client.release()
+      return undefined
+    }
+    this.client = client
+    this.pid = client.processID
+    // A connection lost while waiting: its statement fails (handled by send()).
+    this.onLost = () => {}
+    client.on('error', this.onLost)
+    const gate = gateOf(this.key)
+    let result
+    if (this.opts.steal) {
+      // The gate, exclusively: no other request reaches the key's queue
+      // until this one is granted (another steal waits here for this one).
+      await client.query('SELECT pg_advisory_lock($1::int4, $2::int4)', gate)
+      if (this.state === 'done') {
+        this.drop()
+        return undefined
+      }
+      this.lockDone = client.query(lockStatement(m, this.mode, 'steal'), [this.key])
+      if (this.wanted) this.confirm()
+      // Meanwhile, on the manager's own connection: the waiters ahead of it
+      // sent to the back of the queue, then the holders' sessions ended.
+      const cleared = this.clearWay()
+      try {
+        result = await this.lockDone
+      } finally {
+        this.stealDone = true
+      }
+      await cleared
+      if (this.aborting !== null || this.state === 'done') return undefined
+      await client.query('SELECT pg_advisory_unlock($1::int4, $2::int4)', gate)
+      return result
+    }
+    if (this.state === 'done') {
+      this.drop()
+      return undefined
+    }
+    const how = this.opts.ifAvailable ? 'try' : 'gate'
+    this.lockDone = client.query(lockStatement(m, this.mode, how), how === 'try' ? [this.key] : [this.key, ...gate])
+    if (this.wanted) this.confirm()
+    for (;;) {
+      try {
+        return await this.lockDone
+      } catch (e) {
+        // A steal cancelled this wait to go ahead of it: back in the queue,
+        // behind the stealer (the statement let go of anything it got).
+        if (e && e.code === '57014' && /user request/.test(e.message) && this.aborting === null && this.state === 'sending') {
+          this.lockDone = client.query(lockStatement(m, this.mode, 'requeue'), [this.key])
+          continue
+        }
+        throw e
+      }
+    }
+  }
+
   // A steal's work while its lock statement waits: every session waiting for
   // the key ahead of it is cancelled (its request sends its statement again,
   // behind this one), one after the other in queue order so that they keep
@@ -792,13 +839,19 @@ class Request {
         }
         if (now.ahead.length > 0) {
           const pid = now.ahead[0]
-          // Until it has left its place (cancelled: back in line behind this one,
-          // or gone); sent again, as a cancel that arrives early is lost.
-          for (let i = 0; i < 400 && !this.stealDone; i++) {
-            await control(m, 'SELECT pg_cancel_backend($1)', [pid])
+          // Until it has left its place and is back in line behind this one
+          // (the next one is cancelled only then: they keep their order), or
+          // gone for 1 s; the cancel sent again while it waits ahead, as a
+          // cancel that arrives early is lost.
+          let left = 0
+          for (let i = 0; i < 2000 && !this.stealDone; i++) {
+            if (left === 0) await control(m, 'SELECT pg_cancel_backend($1)', [pid])
             await pause(Math.min(1 + i, 10))
             const after = await look()
-            if (after.granted === true || !after.ahead.includes(pid)) break
+            if (after.granted === true || after.behind.includes(pid)) break
+            if (after.ahead.includes(pid)) continue
+            if (left === 0) left = Date.now()
+            else if (Date.now() - left > 1000) break
           }
           continue
         }
@@ -844,7 +897,9 @@ class Request {
     // requests, asked before this one counts as placed.
     let deliver = null // set below, before the promise's reaction can run
     placed(this.m, this.seq).then(() => deliver())
+    this.handover = false
     this.arrived()
+    checkPlaced(this.m)
     this.state = 'held'
     this.busy(true)
     this.unlisten()
@@ -910,11 +965,33 @@ class Request {
     this.stopHeartbeat()
     const client = this.client
     client.removeListener('end', this.onLost)
+    // This client's next request for the name, waiting at the server behind
+    // this one: the unlock may grant it, and the grants asked after it then
+    // wait for its callback (in the spec, releases and grants are one queue).
+    let next = null
+    for (const r of this.m.live) {
+      if (r !== this && r.name === this.name && r.state === 'sending' && r.atServer && r.pid !== 0 && r.seq > this.seq && (next === null || r.seq < next.seq)) next = r
+    }
+    if (next !== null) next.handover = true
     let released = false
     try {
       await client.query('SELECT pg_advisory_unlock_all()')
       released = true
     } catch {}
+    if (next !== null && next.handover) {
+      // Granted by this unlock, or not (another client's request is first):
+      // the server's lock table says so at once.
+      let granted = false
+      try {
+        const [hi, lo] = halves(next.key)
+        const r = await control(this.m, `${WAITING} AND granted`, [next.pid, hi, lo])
+        granted = r.rows.length > 0
+      } catch {}
+      if (!granted && next.handover) {
+        next.handover = false
+        checkPlaced(this.m)
+      }
+    }
     if (this.state !== 'held') return // lost during the release
     this.state = 'done'
     if (released) {
