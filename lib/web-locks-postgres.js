@@ -195,7 +195,7 @@ class PostgresLockManager {
       statements: new Set(), // the manager's own statements under way (close() waits for them)
       idle: [], // quiet()'s waiters
       seq: 0, // requests made so far (each has its number: r.seq)
-      placedWaiters: [], // placed()'s waiters: { seq, resolve }
+      placedWaiters: [], // placed()'s waiters: { seq, name, resolve }
       closed: false
     }
     if (m.ownPool) {
@@ -494,19 +494,30 @@ const STEAL = `SELECT count(pg_terminate_backend(pid, 10000)) AS n FROM pg_locks
 // more than PLACED_MAX_MS.
 const PLACED_MAX_MS = 5000
 
-// On its way to the server, not there yet.
-const unplaced = (r) => r.state === 'sending' && r.aborting === null &&
-  ((r.sent && !r.atServer && !(r.connecting && exhausted(r.m.pool))) || r.handover)
+// On its way to the server, not there yet, for a step about `name` (a
+// release's, a grant's; none for query()). A steal is placed for a step about
+// its own name once granted (it goes ahead of the queue and of the releases
+// that follow it), for any other once it has its connection (its wait for
+// the gate and the holders' end are no business of other names).
+function unplaced (r, name) {
+  if (r.state !== 'sending' || r.aborting !== null) return false
+  if (r.handover) return true
+  if (!r.sent || (r.connecting && exhausted(r.m.pool))) return false
+  if (r.opts.steal) return name === r.name || r.client === null
+  return !r.atServer
+}
 
 // Every connection of the pool taken, and requests waiting for one.
 const exhausted = (p) => p.waitingCount > 0 && p.idleCount === 0 && p.options !== undefined && p.totalCount >= p.options.max
 
-// Resolves once every request numbered below `seq` is placed (or after PLACED_MAX_MS).
-function placed (m, seq) {
+// Resolves once every request numbered below `seq` is placed for a step
+// about `name` (or after PLACED_MAX_MS).
+function placed (m, seq, name) {
   return new Promise((resolve) => {
     let timer = null
     const w = {
       seq,
+      name,
       resolve: () => {
         if (timer !== null) clearTimeout(timer)
         resolve()
@@ -527,15 +538,19 @@ function placed (m, seq) {
 
 function checkPlaced (m) {
   if (m.placedWaiters.length === 0) return
-  let first = Infinity // the number of the first request not placed
-  for (const r of m.live) {
-    if (!unplaced(r)) continue
-    if (r.seq < first) first = r.seq
-    if (!r.opts.ifAvailable) r.confirm() // seen once it waits at the server
+  const first = new Map() // name → the number of the first request not placed for it
+  for (const w of m.placedWaiters) {
+    if (first.has(w.name)) continue
+    let f = Infinity
+    for (const r of m.live) if (r.seq < f && unplaced(r, w.name)) f = r.seq
+    first.set(w.name, f)
   }
-  const ready = m.placedWaiters.filter((w) => w.seq <= first).sort((a, b) => a.seq - b.seq)
+  for (const r of m.live) {
+    if (!r.opts.ifAvailable && !r.opts.steal && unplaced(r)) r.confirm() // seen once it waits at the server
+  }
+  const ready = m.placedWaiters.filter((w) => w.seq <= first.get(w.name)).sort((a, b) => a.seq - b.seq)
   if (ready.length === 0) return
-  m.placedWaiters = m.placedWaiters.filter((w) => w.seq > first)
+  m.placedWaiters = m.placedWaiters.filter((w) => w.seq > first.get(w.name))
   for (const w of ready) w.resolve() // in request order
 }
 
@@ -554,7 +569,7 @@ function start (m, name, opts, fn, resolve, reject) {
     const queued = m.local.get(name)
     if (queued !== undefined && queued.length > 0) {
       r.busy(true)
-      placed(m, r.seq).then(() => {
+      placed(m, r.seq, name).then(() => {
         if (r.state === 'queued') r.notAvailable()
         else r.busy(false)
       })
@@ -885,7 +900,7 @@ class Request {
 
   notAvailable () {
     // In request order (see placed()): waits for the earlier ones, before this one counts as placed.
-    placed(this.m, this.seq).then(() => setImmediate(() => runCallback(this, null)))
+    placed(this.m, this.seq, this.name).then(() => setImmediate(() => runCallback(this, null)))
     this.state = 'done'
     this.unlisten()
     this.busy(true)
@@ -896,7 +911,7 @@ class Request {
     // Its callback in request order (see placed()): waits for the earlier
     // requests, asked before this one counts as placed.
     let deliver = null // set below, before the promise's reaction can run
-    placed(this.m, this.seq).then(() => deliver())
+    placed(this.m, this.seq, this.name).then(() => deliver())
     this.handover = false
     this.arrived()
     checkPlaced(this.m)
@@ -960,7 +975,7 @@ class Request {
     }
     this.busy(true)
     // After the requests this client made before it are at the server (see placed()).
-    await placed(this.m, this.m.seq + 1)
+    await placed(this.m, this.m.seq + 1, this.name)
     if (this.state !== 'held') return // lost meanwhile
     this.stopHeartbeat()
     const client = this.client
