@@ -186,7 +186,14 @@ fn wide(s: &str) -> Vec<u16> {
 }
 
 /// A path for the wide file functions: past MAX_PATH (260) a drive path
-/// needs the `\\?\` prefix.
+/// needs the `\\?\` prefix. A NUL would cut it short: refused (as on Linux).
+fn checked_path(path: &str) -> Result<Vec<u16>> {
+    if path.contains('\0') {
+        return Err(coded("ERR_REGION_NAME", "NUL in the path".into()));
+    }
+    Ok(wide_path(path))
+}
+
 fn wide_path(path: &str) -> Vec<u16> {
     let b = path.as_bytes();
     if path.len() >= 240 && b.len() > 2 && b[1] == b':' && b[2] == b'\\' {
@@ -289,7 +296,7 @@ pub(super) fn open(
     layout: Layout,
     build: &str,
 ) -> Result<Arc<Region>> {
-    let wpath = wide_path(path);
+    let wpath = checked_path(path)?;
     let disposition = if create { OPEN_ALWAYS } else { OPEN_EXISTING };
     // SAFETY: a NUL-terminated path.
     let file = unsafe {
@@ -442,7 +449,7 @@ pub(super) fn unmap(region: &Region) {
 /// Windows refuses while a process maps it: such files are deleted by a
 /// later `unlink` in that directory once nobody maps them.
 pub(super) fn unlink(path: &str) -> Result<bool> {
-    let wpath = wide_path(path);
+    let wpath = checked_path(path)?;
     // SAFETY: a NUL-terminated path.
     let file =
         unsafe { CreateFileW(wpath.as_ptr(), DELETE, SHARE_ALL, ptr::null_mut(), OPEN_EXISTING, 0, ptr::null_mut()) };
