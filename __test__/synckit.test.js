@@ -112,12 +112,17 @@ describe('shared-futex/synckit', INSTALLED ? { skip: 'its fixtures are inside no
 
   test('bad arguments: TypeErrors (an unknown option too); a runner not installed: an Error naming its package', T, async () => {
     const r = await scenario('arguments')
-    for (const key of ['relative', 'notString', 'unknown', 'badTimeout', 'badRunner', 'badExecArgv', 'badShims', 'runAsWorkerNotFn', 'badSecond', 'badShimEntry', 'compareNotString', 'compareNodeNotString', 'cachedUnknown']) {
+    for (const key of ['relative', 'notString', 'unknown', 'badTimeout', 'badRunner', 'badExecArgv', 'badShims', 'runAsWorkerNotFn', 'badSecond', 'badShimEntry', 'compareNotString', 'compareNodeNotString', 'cachedUnknown', 'badShimConditional']) {
       assert.strictEqual(r[key].class, 'TypeError', `${key}: ${JSON.stringify(r[key])}`)
     }
     assert.match(r.unknown.message, /unknown option "timout"/)
     // Checked also where the path already has its function (which is returned for any valid options).
     assert.match(r.cachedUnknown.message, /unknown option "timout"/)
+    for (const key of ['badTransfer', 'badFlag']) {
+      assert.strictEqual(r[key].class, 'SyncWorkerError', `${key}: ${JSON.stringify(r[key])}`)
+      assert.strictEqual(r[key].reason, 'start')
+    }
+    assert.match(r.badFlag.message, /--no-such-flag/)
     assert.match(r.compareNotString.message, /compareVersion: version1 must be a string/)
     assert.match(r.compareNodeNotString.message, /compareNodeVersion: version must be a string/)
     // synckit's messages, which its users and tests match.

@@ -714,12 +714,9 @@ function create (workerPath, options, early) {
       throw fromRecord(msg.payload)
     }
   }
-  // Started now: a failure to start is thrown by the first call.
-  if (early && !inPreloadOfSyncWorker()) {
-    try {
-      start()
-    } catch {}
-  }
+  // Started now (a Worker that cannot be constructed throws here, as
+  // synckit's createSyncFn does).
+  if (early && !inPreloadOfSyncWorker()) start()
   fn.close = close
   if (typeof Symbol.asyncDispose === 'symbol') fn[Symbol.asyncDispose] = close
   if (typeof Symbol.dispose === 'symbol') fn[Symbol.dispose] = () => { close() }

@@ -260,6 +260,9 @@ function checkShims (shims) {
     if (s.named !== undefined && s.named !== null && typeof s.named !== 'string') {
       throw new TypeError(`createSyncFn: globalShims: named must be a string or null, got ${show(s.named)}`)
     }
+    if (s.conditional !== undefined && typeof s.conditional !== 'boolean') {
+      throw new TypeError(`createSyncFn: globalShims: conditional must be a boolean, got ${show(s.conditional)}`)
+    }
   }
   return shims
 }
