@@ -52,6 +52,7 @@ export interface SynckitOptions {
  * tried as worker.ts first, then worker.js) synchronously.
  * @throws {TypeError} a relative path, an unknown option, a bad option value
  * @throws {Error} the TypeScript runner is not installed or cannot run here
+ * @throws {SyncWorkerError} Node refuses to construct the worker (an execArgv flag, transferList): its `cause`
  */
 export function createSyncFn<T extends AnyFn> (workerPath: string | FileURL, timeoutOrOptions?: SynckitOptions | number): SyncFn<T> & Syncify<T>
 
