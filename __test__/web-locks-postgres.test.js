@@ -495,6 +495,15 @@ describe('PostgresLockManager: Web Locks over PostgreSQL', skip, () => {
     assert.deepStrictEqual(await a.query(), { held: [], pending: [] })
   })
 
+  test('clients creating the table at once all get on (a unique violation or the row type already there is tried again)', { timeout: 30000 }, async () => {
+    const table = `fresh_${process.pid}_${++serial}`
+    const ns = freshNamespace()
+    const ms = [0, 1, 2, 3, 4, 5].map(() => manager(ns, { table }))
+    const tokens = await Promise.all(ms.map((m) => m.request('first', (lock) => lock.token)))
+    assert.deepStrictEqual(tokens.sort((a, b) => a - b), [1, 2, 3, 4, 5, 6])
+    await sql(`DROP TABLE ${table}`)
+  })
+
   test('a waiting request whose session is ended asks again on a new connection: granted once, when the holder releases', { timeout: 30000 }, async () => {
     const ns = freshNamespace()
     const a = manager(ns)

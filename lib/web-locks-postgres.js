@@ -386,8 +386,9 @@ async function setUp (m) {
       await control(m, sql)
       return
     } catch (e) {
-      // Two clients creating it at once: one of them gets a unique violation.
-      if (attempt < 3 && (e.code === '23505' || e.code === '42P07')) continue
+      // Two clients creating it at once: one of them gets a unique violation,
+      // or finds the table's row type already there (duplicate_object).
+      if (attempt < 3 && (e.code === '23505' || e.code === '42P07' || e.code === '42710')) continue
       throw serverError(e, `cannot create the table ${m.table}`)
     }
   }
@@ -545,8 +546,11 @@ function checkPlaced (m) {
     for (const r of m.live) if (r.seq < f && unplaced(r, w.name)) f = r.seq
     first.set(w.name, f)
   }
+  // A request that holds up a waiter is seen once it waits at the server.
+  let last = 0
+  for (const w of m.placedWaiters) if (w.seq > last) last = w.seq
   for (const r of m.live) {
-    if (!r.opts.ifAvailable && !r.opts.steal && unplaced(r)) r.confirm() // seen once it waits at the server
+    if (r.seq < last && !r.opts.ifAvailable && !r.opts.steal && unplaced(r)) r.confirm()
   }
   const ready = m.placedWaiters.filter((w) => w.seq <= first.get(w.name)).sort((a, b) => a.seq - b.seq)
   if (ready.length === 0) return
