@@ -91,13 +91,16 @@ describe('shared-futex/synckit', INSTALLED ? { skip: 'its fixtures are inside no
     assert.deepStrictEqual(await scenario('envTs', { SYNCKIT_TS_RUNNER: 'tsx' }), { norm: 10, ts: true })
   })
 
-  test('a SYNCKIT_TS_RUNNER or SYNCKIT_TIMEOUT that means nothing: a TypeError naming the variable', T, async () => {
+  test('a SYNCKIT_TS_RUNNER, SYNCKIT_TIMEOUT or SYNCKIT_GLOBAL_SHIMS that means nothing: a TypeError naming the variable', T, async () => {
     const runner = await scenario('envBadRunner', { SYNCKIT_TS_RUNNER: 'deno' })
     assert.strictEqual(runner.class, 'TypeError')
     assert.match(runner.message, /SYNCKIT_TS_RUNNER/)
     const timeout = await scenario('envBadTimeout', { SYNCKIT_TIMEOUT: 'soon' })
     assert.strictEqual(timeout.class, 'TypeError')
     assert.match(timeout.message, /SYNCKIT_TIMEOUT/)
+    const shims = await scenario('envBadShims', { SYNCKIT_GLOBAL_SHIMS: 'yes' })
+    assert.strictEqual(shims.class, 'TypeError')
+    assert.match(shims.message, /SYNCKIT_GLOBAL_SHIMS/)
   })
 
   test('errors thrown by the handler keep their class, message and properties; the worker serves on', T, async () => {

@@ -291,6 +291,11 @@ function optionsOf (timeoutOrOptions) {
   }
   const transferList = pick('transferList', [])
   if (!Array.isArray(transferList)) throw new TypeError(`createSyncFn: transferList must be an array, got ${show(transferList)}`)
+  // synckit reads any other value as false: here a value that means
+  // nothing is a TypeError, as for SYNCKIT_TIMEOUT.
+  if (given.globalShims === undefined && ENV.globalShims !== undefined && !['', '0', '1', 'true', 'false'].includes(ENV.globalShims)) {
+    throw new TypeError(`createSyncFn: SYNCKIT_GLOBAL_SHIMS must be 1 or true (the preset), or 0, false or empty, got ${JSON.stringify(ENV.globalShims)}`)
+  }
   const globalShims = checkShims(pick('globalShims', DEFAULT_GLOBAL_SHIMS))
   return { timeout, execArgv: execArgv.filter((a) => a !== ''), tsRunner, transferList, globalShims }
 }
