@@ -1,7 +1,7 @@
 'use strict'
 // Soak: memory of a long-running process, ours and native side by side.
 //
-//   node benchmark/soak-memory.js [--seconds 20] [--only 1|2] [--impl ours,native,load,none]
+//   node benchmark/soak-memory.js [--seconds 20] [--only 1|2|3] [--impl ours,native,load,none]
 //                                 [--semi-space MB]
 //
 // Scenario 1, worker churn: rounds of 16 workers that each queue 200
@@ -14,6 +14,15 @@
 // Two controls for scenario 1 (--impl load, --impl none): workers that only
 // load the package, and workers that load nothing; what they grow is the
 // cost of a worker, not of its waiters.
+// Scenario 3, worker churn over a shared region (Linux, Node 16+; impls ours
+// and load): rounds of 16 workers that each take a permit of a region
+// Semaphore and a read lock of a region RwLock, lock and unlock a region
+// AsyncLock, send on a region Channel and leave a waitAsync pending; the
+// main thread takes the 16 messages and terminates them all, holding what
+// they took; then takes the write lock (which gives the dead readers' locks
+// back). At the end it checks that every permit comes back, no reader or
+// waiter record is left, and prints the growth per 1,000 workers beside the
+// control's.
 //
 // Each (scenario, implementation) runs in a child process with --expose-gc
 // for `--seconds` seconds. The first half of the run is warm-up; after it
@@ -36,6 +45,7 @@
 const path = require('path')
 const { spawnSync } = require('child_process')
 const { Worker } = require('worker_threads')
+const { regionsUnsupported } = require('../__test__/util')
 
 const ROOT = path.join(__dirname, '..')
 
@@ -122,6 +132,74 @@ async function churn (impl, seconds) {
   return { workers: n, rssPerThousand: (end.rss - start.mem.rss) / n * 1000 }
 }
 
+function regionWorkerSource (impl, name) {
+  if (impl === 'load') return workerSource('load')
+  return `
+const { workerData, parentPort } = require('worker_threads')
+const { SharedRegion, Semaphore, RwLock, AsyncLock, Channel, waitAsync } = require(${JSON.stringify(ROOT)})
+const b = SharedRegion.open(${JSON.stringify(name)}).buffer
+const sem = new Semaphore(b, 0)
+const rw = new RwLock(b, 64)
+const lock = new AsyncLock(b, 32)
+const ch = new Channel({ buffer: b, byteOffset: 4096, bytes: 8192, codec: 'v8' })
+parentPort.on('message', () => {})
+;(async () => {
+  sem.acquire()
+  rw.read()
+  const release = await lock.lockAsync()
+  release()
+  ch.send(workerData.k)
+  waitAsync(new Int32Array(b, 2048, 4), 0, 0, 3600e3)
+  parentPort.postMessage('queued')
+})()
+`
+}
+
+async function regionChurn (impl, seconds) {
+  const { SharedRegion, Semaphore, RwLock, Channel, ACQUIRED } = require(ROOT)
+  const binding = require(path.join(ROOT, 'lib', 'native'))
+  const name = `soak-memory-${process.pid}`
+  SharedRegion.unlink(name)
+  const region = SharedRegion.open(name, { bytes: 1 << 16 })
+  const b = region.buffer
+  const sem = new Semaphore(b, 0, 16)
+  const rw = new RwLock(b, 64)
+  const ch = new Channel({ buffer: b, byteOffset: 4096, bytes: 8192, codec: 'v8' })
+  const source = regionWorkerSource(impl, name)
+  const problems = []
+  let workers = 0
+  let start = null
+  const t0 = Date.now()
+  const warmUntil = t0 + seconds * 500
+  try {
+    for (;;) {
+      const ws = await Promise.all(Array.from({ length: 16 }, (_, k) => new Promise((resolve, reject) => {
+        const w = new Worker(source, { eval: true, workerData: { k } })
+        w.once('message', () => resolve(w))
+        w.once('error', reject)
+      })))
+      if (impl !== 'load') for (let k = 0; k < 16; k++) ch.recv({ timeout: 10000 })
+      await Promise.all(ws.map((w) => w.terminate()))
+      const status = rw.tryWrite()
+      if (status !== ACQUIRED) problems.push(`round ${workers / 16}: tryWrite after the readers ended gave ${status}`)
+      else rw.writeUnlock()
+      workers += 16
+      if (start === null && Date.now() >= warmUntil) start = { workers, mem: await memory() }
+      if (Date.now() - t0 >= seconds * 1000 || problems.length > 0) break
+    }
+    const end = await memory()
+    if (!sem.tryAcquire(16)) problems.push('not every permit came back')
+    else sem.release(16)
+    if (rw.readers !== 0) problems.push(`${rw.readers} read locks left`)
+    const info = binding.regionInfo(new Int32Array(b), 512)
+    if (info.recordsInUse !== 0) problems.push(`${info.recordsInUse} waiter records left`)
+    const n = workers - start.workers
+    return { workers: n, rssPerThousand: (end.rss - start.mem.rss) / n * 1000, problems }
+  } finally {
+    SharedRegion.unlink(name)
+  }
+}
+
 async function buffers (impl, seconds) {
   const { waitAsync, notify } = api(impl)
   const hold = setInterval(() => {}, 1000)
@@ -169,14 +247,20 @@ function main () {
   const args = parse(process.argv.slice(2))
   if (args.child) {
     const [scenario, impl] = args.child.split(':')
-    const run = scenario === '1' ? churn : buffers
+    const run = scenario === '1' ? churn : scenario === '3' ? regionChurn : buffers
     run(impl, args.seconds).then((r) => process.stdout.write(JSON.stringify(r) + '\n'))
     return
   }
   const impls = args.impl ? args.impl.split(',') : ['ours', 'native']
-  const scenarios = args.only ? [args.only] : ['1', '2']
+  const scenarios = args.only ? [args.only] : ['1', '2', '3']
   for (const scenario of scenarios) {
-    for (const impl of impls) {
+    // Scenario 3 has no native counterpart: its control is a worker that loads the package.
+    const these = scenario !== '3' ? impls : args.impl ? impls.filter((i) => i === 'ours' || i === 'load') : ['ours', 'load']
+    if (scenario === '3' && regionsUnsupported()) {
+      console.log(`3 region churn    skipped: ${regionsUnsupported()}`)
+      continue
+    }
+    for (const impl of these) {
       const flags = ['--expose-gc']
       if (scenario === '2') flags.push(`--min-semi-space-size=${args.semiSpace}`, `--max-semi-space-size=${args.semiSpace}`)
       const r = spawnSync(process.execPath, [...flags, __filename, '--child', `${scenario}:${impl}`, '--seconds', String(args.seconds)],
@@ -189,6 +273,10 @@ function main () {
       const out = JSON.parse(r.stdout.trim().split('\n').pop())
       if (scenario === '1') {
         console.log(`1 worker churn    ${impl.padEnd(6)} ${String(out.workers).padStart(6)} workers   RSS ${MB(out.rssPerThousand)} per 1,000 workers`)
+      } else if (scenario === '3') {
+        console.log(`3 region churn    ${impl.padEnd(6)} ${String(out.workers).padStart(6)} workers   RSS ${MB(out.rssPerThousand)} per 1,000 workers` +
+          (out.problems.length ? `; FAILED: ${out.problems.join('; ')}` : '; every permit, read lock and record given back'))
+        if (out.problems.length) process.exitCode = 1
       } else {
         console.log(`2 fresh buffers   ${impl.padEnd(6)} ${String(out.buffers).padStart(6)} buffers   RSS ${MB(out.rssPerThousand)}, array buffers ${MB(out.arrayBuffersPerThousand)} per 1,000 buffers; ` +
           `peak RSS ${MB(out.peakRss)}, peak array buffers ${MB(out.peakArrayBuffers)}`)
