@@ -29,7 +29,7 @@
 //
 // suite runs test files (__test__/*.test.js) under arm64 Node with
 // scripts/run-suite.js, from a staged package with __test__ copied into it;
-// by default the subset SUITE_SUBSET, which takes about a minute emulated.
+// by default the subset SUITE_SUBSET, which takes about two minutes emulated.
 // `suite node` runs them under this machine's Node, or with --node-major
 // under that major's binary from the npm registry (scripts/node-versions.js).
 const { spawn, spawnSync, execFileSync } = require('child_process')
@@ -71,11 +71,13 @@ const RUNTIMES = {
 }
 
 // Test files for `suite` by default: wait/notify/waitAsync across threads
-// and the lock, what a weaker memory model or another compiler could break;
-// about 75 s under qemu on two cores. Teardown (lifecycle, lock-lifecycle:
+// and the lock, what a weaker memory model or another compiler could break,
+// and a region's lock and Web Locks between processes (shared futexes and
+// record locks through qemu's system calls); about 135 s under qemu on two
+// cores. Teardown (lifecycle, lock-lifecycle:
 // 150 s more emulated) does not depend on the architecture: it runs
 // natively on three Node versions in CI.
-const SUITE_SUBSET = ['smoke', 'threads', 'lock']
+const SUITE_SUBSET = ['smoke', 'threads', 'lock', 'region-lock', 'region-locks']
 // Tests whose fixed times emulation cannot meet, skipped under qemu:
 // - lifecycle (e) starts 40 workers in a child process with an 80 s hard
 //   limit; under qemu it needs about 35 s on an idle machine, and over 80 s

@@ -357,7 +357,7 @@ test(`prebuilt: the whole test suite passes on the published binary, under Node 
   suiteOn('node', 'prebuilt', ['all'], ['--node-major', String(NEWEST)])
 })
 
-test('linux-arm64-gnu: the threads and lock test files pass under qemu', (t) => {
+test('linux-arm64-gnu: the threads, lock and region lock test files pass under qemu', (t) => {
   if (unpublished(t, 'linux-arm64-gnu')) return
   suiteOn('node-arm64', 'foreign-linux-arm64-gnu', [])
 })
