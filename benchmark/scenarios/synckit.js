@@ -29,8 +29,7 @@
 
 const fs = require('fs')
 const path = require('path')
-const { now } = require('../lib/threads')
-const { optional } = require('../lib/sync-calls')
+const { optional, rateOf } = require('../lib/sync-calls')
 const { runChild } = require('../lib/child')
 
 const ROOT = path.join(__dirname, '..', '..')
@@ -77,26 +76,6 @@ function formatOf (impl) {
       : require(require.resolve('synckit', { paths: [plugin] })).createSyncFn(worker)
   }
   return made[key]
-}
-
-// Calls `call(i)` (which checks its answer) for warmMs, then counts the
-// calls of the next ms with the process's CPU time.
-function rateOf (call, { warmMs, ms }) {
-  let i = 0
-  const until = (end) => {
-    while (now() < end) {
-      for (let k = 0; k < 4; k++) call(i++)
-    }
-  }
-  until(now() + warmMs)
-  const i0 = i
-  const cpu0 = process.cpuUsage()
-  const t0 = now()
-  until(t0 + ms)
-  const elapsed = now() - t0
-  const cpu = process.cpuUsage(cpu0)
-  const calls = i - i0
-  return { rate: calls / (elapsed / 1000), cpuPerCall: (cpu.user + cpu.system) / calls }
 }
 
 async function smallCall (impl, opts) {
