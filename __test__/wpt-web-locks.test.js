@@ -8,6 +8,7 @@
 // the WPT is at hand (WPT_DIR), its twelve files run against the threads'
 // manager too: 70 of 70.
 const assert = require('assert')
+const fs = require('fs')
 const path = require('path')
 const { execFile } = require('child_process')
 const { test, describe } = require('./harness')
@@ -16,7 +17,9 @@ const SCRIPT = path.join(__dirname, '..', 'scripts', 'wpt-web-locks.js')
 const FIXTURES = path.join(__dirname, 'fixtures', 'wpt-web-locks')
 const NODE_MAJOR = Number(process.versions.node.split('.')[0])
 // The WPT files and this harness use AbortController, abort reasons and a global DOMException.
-const skip = NODE_MAJOR < 18 ? { skip: `the harness needs Node 18+ (AbortSignal reasons, DOMException), this is ${process.versions.node}` } : {}
+const skip = !fs.existsSync(SCRIPT)
+  ? { skip: 'scripts/wpt-web-locks.js is not here (a package without the repository\'s scripts)' }
+  : NODE_MAJOR < 18 ? { skip: `the harness needs Node 18+ (AbortSignal reasons, DOMException), this is ${process.versions.node}` } : {}
 
 function run (args, timeoutMs = 120000) {
   return new Promise((resolve) => {
