@@ -216,11 +216,16 @@ function regionsUnsupported () {
 // A new region for one test, `<prefix><pid>-<n>` (unlinked first, then
 // created with `bytes`): { name, region, w }, w an Int32Array over it.
 let regions = 0
+// Unlinked when the process exits, also after a failed assertion (unlinking
+// twice is fine).
+const made = []
 function freshRegion (prefix, bytes) {
   const { SharedRegion } = require('..')
   const name = `${prefix}${process.pid}-${++regions}`
   SharedRegion.unlink(name)
   const region = SharedRegion.open(name, { bytes })
+  if (made.length === 0) process.on('exit', () => { for (const n of made) SharedRegion.unlink(n) })
+  made.push(name)
   return { name, region, w: new Int32Array(region.buffer) }
 }
 
