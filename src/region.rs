@@ -350,6 +350,40 @@ fn sys_unmap(region: &Region) {
 #[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
 const HEADER_BYTES: usize = std::mem::size_of::<shared::Header>();
 
+/// The end of each platform's `open`, once the region's file is open as
+/// `handle`: one process at a time (the file's init lock) lays out or checks
+/// the header and maps it. `map` also says whether this process had the
+/// region mapped already (then the handle is not needed); the handle is
+/// closed unless the new mapping keeps it.
+#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+fn map_under_init_lock<H: Copy>(
+    handle: H,
+    path: &str,
+    lock: impl FnOnce(H) -> std::io::Result<()>,
+    unlock: impl FnOnce(H),
+    close: impl Fn(H),
+    map: impl FnOnce(H) -> Result<(Arc<Region>, bool)>,
+) -> Result<Arc<Region>> {
+    if let Err(e) = lock(handle) {
+        close(handle);
+        return Err(coded("ERR_REGION_OPEN", format!("cannot lock {path}: {e}")));
+    }
+    let result = map(handle);
+    unlock(handle);
+    match result {
+        Ok((region, mapped_before)) => {
+            if mapped_before {
+                close(handle);
+            }
+            Ok(region)
+        }
+        Err(e) => {
+            close(handle);
+            Err(e)
+        }
+    }
+}
+
 /// The region of this process already mapped from the file `id`, if any,
 /// checked against what the caller asks for; it then counts one more user.
 #[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futex_core::shared::{self, Layout, Os, Queues};
-use napi::{Error, Result};
+use napi::Result;
 
-use super::{coded, mapped_already, register, settle_layout, slots_full, Region, HEADER_BYTES};
+use super::{coded, map_under_init_lock, mapped_already, register, settle_layout, slots_full, Region, HEADER_BYTES};
 
 pub(crate) struct Sys {
     fd: i32,
@@ -104,26 +104,17 @@ pub(super) fn open(
             _ => coded("ERR_REGION_OPEN", format!("cannot open {path}: {e}")),
         });
     }
-    let close = |e: Error| {
-        // SAFETY: our descriptor.
-        unsafe { libc::close(fd) };
-        e
-    };
-    // One process at a time lays out or checks the header.
-    if let Err(e) = lock(fd, INIT_LOCK, true) {
-        return Err(close(coded("ERR_REGION_OPEN", format!("cannot lock {path}: {e}"))));
-    }
-    let result = map(fd, path, user_bytes, layout, build);
-    unlock(fd, INIT_LOCK);
-    match result {
-        Ok((region, false)) => Ok(region),
-        // Mapped already: this descriptor is not needed.
-        Ok((region, true)) => {
-            close(Error::from_reason(""));
-            Ok(region)
-        }
-        Err(e) => Err(close(e)),
-    }
+    map_under_init_lock(
+        fd,
+        path,
+        |fd| lock(fd, INIT_LOCK, true).map(|_| ()),
+        |fd| unlock(fd, INIT_LOCK),
+        // SAFETY: our descriptor, closed once.
+        |fd| unsafe {
+            libc::close(fd);
+        },
+        |fd| map(fd, path, user_bytes, layout, build),
+    )
 }
 
 /// `layout`'s slots and records: 0 where the caller gave none (the

@@ -36,7 +36,7 @@ use futex_core::shared::{self, Layout, Os, Queues};
 use napi::{Error, Result};
 use parking_lot::Mutex;
 
-use super::{coded, mapped_already, register, settle_layout, slots_full, Region, HEADER_BYTES};
+use super::{coded, map_under_init_lock, mapped_already, register, settle_layout, slots_full, Region, HEADER_BYTES};
 
 type Handle = *mut c_void;
 
@@ -322,27 +322,17 @@ pub(super) fn open(
             _ => open_error(path, "open", e),
         });
     }
-    let close = |e: Error| {
-        // SAFETY: our handle.
-        unsafe { CloseHandle(file) };
-        e
-    };
-    // One process at a time lays out or checks the header.
-    if !lock(file, INIT_LOCK, LOCKFILE_EXCLUSIVE_LOCK) {
-        let e = std::io::Error::last_os_error();
-        return Err(close(coded("ERR_REGION_OPEN", format!("cannot lock {path}: {e}"))));
-    }
-    let result = map(file, path, user_bytes, layout, build);
-    unlock(file, INIT_LOCK);
-    match result {
-        Ok((region, false)) => Ok(region),
-        // Mapped already: this handle is not needed.
-        Ok((region, true)) => {
-            close(Error::from_reason(""));
-            Ok(region)
-        }
-        Err(e) => Err(close(e)),
-    }
+    map_under_init_lock(
+        file,
+        path,
+        |f| if lock(f, INIT_LOCK, LOCKFILE_EXCLUSIVE_LOCK) { Ok(()) } else { Err(std::io::Error::last_os_error()) },
+        |f| unlock(f, INIT_LOCK),
+        // SAFETY: our handle, closed once.
+        |f| unsafe {
+            CloseHandle(f);
+        },
+        |f| map(f, path, user_bytes, layout, build),
+    )
 }
 
 /// As on Linux (src/region/linux.rs, `map`).
