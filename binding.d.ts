@@ -226,6 +226,10 @@ export interface RegionInfo {
   recordsInUse: number
   pendingAsync: number
   queued: number
+  /** This thread's bell (0: none; src/region/bell.rs). */
+  bell: number
+  /** Times this process's bells were found rung. */
+  bellRings: number
 }
 
 /**

@@ -230,7 +230,7 @@ describe('Channel in a shared region', skip, () => {
       // Each worker's lines in the order it logged them.
       const last = new Map()
       for (const entry of lines) {
-        assert.ok((last.get(entry.worker) ?? -1) < entry.n)
+        assert.ok(!last.has(entry.worker) || last.get(entry.worker) < entry.n)
         last.set(entry.worker, entry.n)
       }
     } finally {

@@ -764,6 +764,42 @@ describe('SharedRegion: wait, notify and waitAsync across processes', skip, () =
     })
   })
 
+  for (const bells of [true, false]) {
+    const how = bells ? 'through each thread\'s bell' : 'through the process\'s listener (SHARED_FUTEX_NO_BELLS)'
+    test(`async waiters of another process's main thread and of workers coming and going are woken ${how}; nothing stays open after them, nor at the process's exit`, LONG, async () => {
+      await withRegion(`bells-${bells}`, { bytes: 8192 }, async ({ name, words }) => {
+        const WORKERS = 6
+        const [STEP, ABANDONED, LAST] = [1000, 900, 901]
+        const env = Object.assign({}, process.env)
+        if (bells) delete env.SHARED_FUTEX_NO_BELLS
+        else env.SHARED_FUTEX_NO_BELLS = '1'
+        const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'region-bells.js'), name, String(WORKERS)], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+        const exited = capture(child, 40000)
+        for (let k = 0; k <= WORKERS; k++) {
+          await untilQueued(words, k, 1, k === 0 ? 'the main thread' : `worker ${k}`)
+          assert.strictEqual(notify(words, k, 1), 1, `element ${k}`)
+        }
+        await until(() => Atomics.load(words, STEP) === 2, 'the workers to be done')
+        assert.strictEqual(notify(words, ABANDONED, 1), 0, 'a terminated worker\'s waiter is gone')
+        const r = await exited
+        assert.deepStrictEqual([r.code, r.signal, r.timedOut], [0, null, false], r.stderr)
+        assert.deepStrictEqual(r.result.outcomes, [...Array(WORKERS + 1).fill('ok'), 'queued'])
+        if (r.result.fds[0] >= 0) assert.strictEqual(r.result.fds[1], r.result.fds[0], 'descriptors after the workers (their bells closed with them)')
+        const { bells: got, rings } = r.result
+        if (bells && process.platform === 'linux') {
+          assert.ok(got.every((b) => b > 0), `a bell for every thread: ${got}`)
+          assert.strictEqual(new Set(got).size, got.length, `a bell of its own for every thread: ${got}`)
+          assert.ok(rings >= WORKERS + 1, `the bells rang ${rings} times`)
+        } else {
+          assert.ok(got.every((b) => b === 0), `no bells: ${got}`)
+          assert.strictEqual(rings, 0)
+        }
+        assert.strictEqual(notify(words, LAST, 1), 0, 'the waiter pending at the exit is gone with its process')
+        await untilNoRecords(words)
+      })
+    })
+  }
+
   test('a SharedArrayBuffer over a region posted to a worker, and an ArrayBuffer over it in another process, work together', { skip: binding.regionMakesShared() ? false : 'the buffer is an ArrayBuffer here' }, async () => {
     await withRegion('mixed', { bytes: 4096 }, async ({ region, words, start }) => {
       assert.ok(region.buffer instanceof SharedArrayBuffer)

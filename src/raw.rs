@@ -336,7 +336,7 @@ unsafe fn wait_async(env: sys::napi_env, argv: [sys::napi_value; 6], ends: Optio
             }
             // Its deadline is the region's listener's, not the timer's.
             let token = Token::new(slot, keep, false);
-            return match region.wait_async(offset, || cell.holds(expected), owner.clone(), token, at) {
+            return match region.wait_async(offset, || cell.holds(expected), owner.clone(), token, at, env) {
                 Ok(Some(ticket)) => from_f64(env, queued(&owner, ticket, None)),
                 Ok(None) => from_f64(env, 0.0),
                 Err(e) => throw(env, e),

@@ -70,6 +70,9 @@ pub(crate) struct Region {
 struct PendingSet {
     by_record: HashMap<u32, Pending>,
     by_seq: HashMap<u64, u32>,
+    /// When the listener wakes next by itself (set as it goes to sleep);
+    /// `None`: it has not slept yet.
+    listener_wakes: Option<Instant>,
 }
 
 // SAFETY: the mapping is shared memory accessed only through atomics (the
@@ -124,8 +127,10 @@ impl Region {
         owner: Arc<Resolver>,
         token: Token,
         deadline: Option<Instant>,
+        env: sys::napi_env,
     ) -> Result<Option<Ticket>> {
         let r = self.queues.alloc().ok_or_else(full)?;
+        self.queues.set_bell(r, os::thread_bell(env));
         let key = self.local_key(r);
         let park = Park { protocol: &REGION_ASYNC, token: r as ParkToken, since: Instant::now() };
         // Not under `pending`'s lock: the wait table calls `left` (which
@@ -140,16 +145,22 @@ impl Region {
             self.queues.free(r);
             return Ok(None);
         };
-        {
+        let sooner = {
             let mut pending = self.pending.lock();
             pending.by_record.insert(r, Pending { ticket, deadline });
             pending.by_seq.insert(ticket.seq, r);
-        }
+            deadline.is_some_and(|d| pending.listener_wakes.is_none_or(|w| d < w))
+        };
         self.start_listener()?;
-        // The listener sleeps until the nearest deadline it knows of; and a
-        // notify that came before the entry above rang for nothing.
-        if deadline.is_some() || self.queues.is_notified(r) {
+        // The listener sleeps until the nearest deadline it knew of: a
+        // sooner one wakes it (later ones it finds when it wakes).
+        if sooner {
             self.ring_myself();
+        }
+        // A notify that came before the entry above may have found no one
+        // to deliver it (the listener looked before): deliver it here.
+        if self.queues.is_notified(r) {
+            self.deliver(false);
         }
         Ok(Some(ticket))
     }
@@ -202,8 +213,10 @@ fn listen(region: std::sync::Weak<Region>) {
         let bell = region.queues.doorbell();
         let seen = bell.load(SeqCst);
         let next = region.deliver(true);
-        let sleep = next.map(|d| d.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)));
-        os::sleep_on_doorbell(region, seen, sleep.unwrap_or(Duration::from_secs(60)));
+        let now = Instant::now();
+        let sleep =
+            next.map_or(Duration::from_secs(60), |d| d.saturating_duration_since(now).max(Duration::from_millis(1)));
+        os::sleep_on_doorbell(region, seen, sleep);
     }
 }
 
@@ -242,7 +255,7 @@ impl Region {
         let mut next: Option<Instant> = None;
         {
             let mut pending = self.pending.lock();
-            let PendingSet { by_record, by_seq } = &mut *pending;
+            let PendingSet { by_record, by_seq, listener_wakes } = &mut *pending;
             by_record.retain(|&r, p| {
                 if self.queues.take_notified(r) {
                     notified.push((r, p.ticket));
@@ -257,6 +270,14 @@ impl Region {
                 by_seq.remove(&p.ticket.seq);
                 false
             });
+            if deadlines {
+                // The listener's turn: it sleeps until then (`listen`),
+                // decided under this lock, so that a waiter queued after it
+                // with a sooner deadline rings it (`wait_async`).
+                let now = Instant::now();
+                *listener_wakes =
+                    Some(next.map_or(now + Duration::from_secs(60), |d| d.max(now + Duration::from_millis(1))));
+            }
         }
         for (r, ticket) in notified {
             // The unpark token carries the offset (its kind bits 0: 'ok'),
@@ -751,6 +772,10 @@ pub struct RegionInfo {
     pub records_in_use: u32,
     pub pending_async: u32,
     pub queued: u32,
+    /// This thread's bell (0: none; src/region/bell.rs).
+    pub bell: u32,
+    /// Times this process's bells were found rung.
+    pub bell_rings: f64,
 }
 
 #[napi(js_name = "regionInfo")]
@@ -762,6 +787,8 @@ pub fn region_info(env: Env, ta: Unknown, index: f64) -> Result<Option<RegionInf
         records_in_use: r.queues.records_in_use() as u32,
         pending_async: r.pending.lock().by_record.len() as u32,
         queued: r.queues.len(offset) as u32,
+        bell: os::bell_info().0,
+        bell_rings: os::bell_info().1 as f64,
     }))
 }
 

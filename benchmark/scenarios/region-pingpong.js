@@ -288,4 +288,4 @@ for (const busy of [false, true]) {
   )
 }
 
-module.exports = { id: '13', title: 'Cross-process ping-pong (SharedRegion)', available, cases, comparisons }
+module.exports = { id: '13', title: 'Cross-process ping-pong (SharedRegion)', available, cases, comparisons, IMPLS }

@@ -13,6 +13,9 @@ use napi::Result;
 
 use super::{coded, map_under_init_lock, mapped_already, register, settle_layout, slots_full, Region, HEADER_BYTES};
 
+#[path = "bell.rs"]
+mod bell;
+
 pub(crate) struct Sys {
     fd: i32,
 }
@@ -77,6 +80,20 @@ impl Os for Sys {
         // Unknown (an error): alive, so that nothing of a live process is taken.
         r != 0 || l.l_type != libc::F_UNLCK as _
     }
+
+    fn ring_bell(&self, bells: u64, bell: u32) -> bool {
+        bell::ring(bells, bell)
+    }
+}
+
+/// This thread's bell (0: none) and the times this process's bells rang.
+pub(super) fn bell_info() -> (u32, u64) {
+    bell::info()
+}
+
+/// This JavaScript thread's bell for its async waiters (0: none), see src/region/bell.rs.
+pub(super) fn thread_bell(env: napi::sys::napi_env) -> u32 {
+    bell::of_thread(env)
 }
 
 /// Opens (creating if absent and `create`) the region file at `path`
@@ -174,6 +191,7 @@ fn map(fd: i32, path: &str, user_bytes: u32, layout: Layout, build: &str) -> Res
         unsafe { libc::munmap(base as *mut c_void, size) };
         return Err(slots_full(path, layout));
     }
+    queues.set_bells(*bell::BELLS);
     Ok((register(queues, base, size, layout, id, path), false))
 }
 

@@ -40,3 +40,13 @@ pub(super) fn unlink(_: &str) -> Result<bool> {
     Err(unsupported())
 }
 pub(super) const SUPPORTED: bool = false;
+
+/// No bells here yet: async waiters hear of other processes' notifies through the doorbell.
+pub(super) fn thread_bell(_env: napi::sys::napi_env) -> u32 {
+    0
+}
+
+/// No bells here (see `thread_bell`).
+pub(super) fn bell_info() -> (u32, u64) {
+    (0, 0)
+}

@@ -497,3 +497,13 @@ pub(super) fn export_of_executable(name: &CStr) -> *mut c_void {
 }
 
 pub(super) const SUPPORTED: bool = true;
+
+/// No bells here yet: async waiters hear of other processes' notifies through the doorbell.
+pub(super) fn thread_bell(_env: napi::sys::napi_env) -> u32 {
+    0
+}
+
+/// No bells here (see `thread_bell`).
+pub(super) fn bell_info() -> (u32, u64) {
+    (0, 0)
+}

@@ -71,6 +71,15 @@ pub trait Os: Sync {
     /// Whether the process holding slot `slot` is alive. Never asked about
     /// the caller's own slot.
     fn slot_alive(&self, slot: u32) -> bool;
+    /// Rings bell `bell` of the process whose bells are named by `bells`
+    /// (its slot's [`Slot::bells`]): a wake-up that reaches the waiting
+    /// thread directly, not through its process's doorbell. False: it could
+    /// not (no such bell, or none on this platform); the doorbell is rung
+    /// instead. True must mean that the bell's owner will look at its
+    /// notified records, or that the owner is gone.
+    fn ring_bell(&self, _bells: u64, _bell: u32) -> bool {
+        false
+    }
 }
 
 /// The first word of a ready control block.
@@ -145,6 +154,10 @@ pub struct Slot {
     pub pid: AtomicU32,
     /// Rung (incremented and woken) when one of the slot's async waiters is notified.
     pub doorbell: AtomicU32,
+    /// The name of the process's bells (low, high word; 0: none): see
+    /// [`Os::ring_bell`]. Set by the process after its claim, before it
+    /// queues a record that names a bell.
+    pub bells: [AtomicU32; 2],
 }
 
 #[repr(C, align(64))]
@@ -177,7 +190,9 @@ struct Record {
     /// Record index + 1; 0: none.
     next: AtomicU32,
     prev: AtomicU32,
-    _reserved: [AtomicU32; 2],
+    /// The bell an async record's notifier rings (0: the doorbell).
+    bell: AtomicU32,
+    _reserved: AtomicU32,
 }
 
 impl Layout {
@@ -315,7 +330,7 @@ pub fn model_block(layout: Layout, user_bytes: u32) -> *const u8 {
         );
         for i in 0..layout.slots as usize {
             let at = base.add(layout.slots_at()) as *mut Slot;
-            std::ptr::write(at.add(i), Slot { gen: z(), pid: z(), doorbell: z() });
+            std::ptr::write(at.add(i), Slot { gen: z(), pid: z(), doorbell: z(), bells: [z(), z()] });
         }
         for i in 0..layout.buckets as usize {
             let at = base.add(layout.buckets_at()) as *mut Bucket;
@@ -325,7 +340,7 @@ pub fn model_block(layout: Layout, user_bytes: u32) -> *const u8 {
             let at = base.add(layout.records_at()) as *mut Record;
             std::ptr::write(
                 at.add(i),
-                Record { state: z(), key: z(), seq: z(), flags: z(), next: z(), prev: z(), _reserved: [z(), z()] },
+                Record { state: z(), key: z(), seq: z(), flags: z(), next: z(), prev: z(), bell: z(), _reserved: z() },
             );
         }
         for i in 0..layout.threads as usize {
@@ -404,6 +419,9 @@ impl<O: Os> Queues<O> {
             let slot = self.slot(i);
             let gen = slot.gen.fetch_add(1, SeqCst).wrapping_add(1);
             slot.pid.store(pid, Relaxed);
+            for w in &slot.bells {
+                w.store(0, Relaxed);
+            }
             self.me = Tag::new(i, gen);
             self.purge_slot(i);
             return Some(i);
@@ -584,6 +602,7 @@ impl<O: Os> Queues<O> {
                 false
             };
             if took {
+                rec.bell.store(0, Relaxed);
                 self.header().hint.store(r + 1, Relaxed);
                 return Some(r);
             }
@@ -595,6 +614,19 @@ impl<O: Os> Queues<O> {
     pub fn free(&self, r: u32) {
         debug_assert_eq!(self.record(r).state.load(Relaxed), self.me.0 | RESERVED);
         self.record(r).state.store(FREE, Release);
+    }
+
+    /// Names this process's bells in its slot (see [`Os::ring_bell`]); 0: none.
+    pub fn set_bells(&self, bells: u64) {
+        let slot = self.slot(self.me.slot());
+        slot.bells[0].store(bells as u32, Relaxed);
+        slot.bells[1].store((bells >> 32) as u32, Relaxed);
+    }
+
+    /// Reserved record `r`, queued as async, is to ring `bell` of this
+    /// process when notified (0: the doorbell). Before [`enqueue`](Self::enqueue).
+    pub fn set_bell(&self, r: u32, bell: u32) {
+        self.record(r).bell.store(bell, Relaxed);
     }
 
     /// Queues reserved record `r` on `key` if `validate()`, run under the
@@ -723,7 +755,7 @@ impl<O: Os> Queues<O> {
             return 0;
         }
         let b = self.bucket_of(key);
-        let mut woken: Vec<(u32, u32, bool)> = Vec::new();
+        let mut woken: Vec<(u32, u32, Option<u32>)> = Vec::new();
         let mut alive: Vec<(Tag, bool)> = Vec::new();
         self.lock(b);
         let mut at = self.bucket(b).head.load(Relaxed);
@@ -747,24 +779,40 @@ impl<O: Os> Queues<O> {
             } else if rec.key.load(Relaxed) == key {
                 rec.state.store(tag.0 | NOTIFIED, Release);
                 self.unlink(b, r);
-                woken.push((r, tag.0 | NOTIFIED, rec.flags.load(Relaxed) & ASYNC != 0));
+                let is_async = rec.flags.load(Relaxed) & ASYNC != 0;
+                woken.push((r, tag.0 | NOTIFIED, is_async.then(|| rec.bell.load(Relaxed))));
             }
         }
         self.unlock(b);
         // The records may be reused from here on: a stray wake-up is one
         // more early return for their next sleeper, which looks again.
-        let mut rung: Vec<u32> = Vec::new();
-        for &(r, state, is_async) in &woken {
-            if is_async {
-                let slot = Tag::of(state).slot();
-                if !rung.contains(&slot) {
-                    rung.push(slot);
+        let mut rung: Vec<(u32, u32)> = Vec::new();
+        for &(r, state, bell) in &woken {
+            match bell {
+                Some(bell) => {
+                    let slot = Tag::of(state).slot();
+                    if !rung.contains(&(slot, bell)) {
+                        rung.push((slot, bell));
+                    }
                 }
-            } else {
-                self.os.wake(&self.record(r).state, 1);
+                None => self.os.wake(&self.record(r).state, 1),
             }
         }
-        for slot in rung {
+        let mut doorbells: Vec<u32> = Vec::new();
+        for (slot, bell) in rung {
+            // Another process's waiting thread is rung directly where it
+            // has a bell; this process's own waiters go through the
+            // doorbell, whose change its notifier looks for.
+            let direct = bell != 0 && slot != self.me.slot() && {
+                let bells = &self.slot(slot).bells;
+                let name = bells[0].load(Relaxed) as u64 | (bells[1].load(Relaxed) as u64) << 32;
+                name != 0 && self.os.ring_bell(name, bell)
+            };
+            if !direct && !doorbells.contains(&slot) {
+                doorbells.push(slot);
+            }
+        }
+        for slot in doorbells {
             self.ring(slot);
         }
         woken.len()

@@ -18,6 +18,9 @@ use futex_core::WaitResult;
 struct TestOs {
     park: Arc<(Mutex<()>, Condvar)>,
     alive: Arc<Vec<AtomicBool>>,
+    /// Bells rung (`ring_bell`'s arguments), and whether ringing succeeds.
+    rung: Arc<Mutex<Vec<(u64, u32)>>>,
+    bells_answer: Arc<AtomicBool>,
 }
 
 impl Os for TestOs {
@@ -33,6 +36,10 @@ impl Os for TestOs {
     }
     fn slot_alive(&self, slot: u32) -> bool {
         self.alive[slot as usize].load(SeqCst)
+    }
+    fn ring_bell(&self, bells: u64, bell: u32) -> bool {
+        self.rung.lock().unwrap().push((bells, bell));
+        self.bells_answer.load(SeqCst)
     }
 }
 
@@ -52,6 +59,8 @@ impl Block {
         let os = TestOs {
             park: Arc::new((Mutex::new(()), Condvar::new())),
             alive: Arc::new((0..layout.slots).map(|_| AtomicBool::new(false)).collect()),
+            rung: Arc::default(),
+            bells_answer: Arc::new(AtomicBool::new(true)),
         };
         Arc::new(Block { base, layout, os })
     }
@@ -273,6 +282,83 @@ fn async_records_ring_the_doorbell() {
     assert!(a.take(r));
     a.free(r);
     assert_eq!(b.notify(7, 1), 0);
+}
+
+/// A record that names a bell of a process that named its bells has that
+/// bell rung by another process's notify, not the doorbell; the doorbell
+/// stays for everything else: a bell that cannot be rung, the notifier's own
+/// process, a record with no bell, a process with no bells.
+#[test]
+fn async_records_ring_their_bell_or_else_the_doorbell() {
+    let block = Block::new(small());
+    let a = block.process();
+    let b = block.process();
+    let rung = || std::mem::take(&mut *block.os.rung.lock().unwrap());
+    let queue = |q: &Queues<TestOs>, bell: u32| {
+        let r = q.alloc().unwrap();
+        if bell != 0 {
+            q.set_bell(r, bell);
+        }
+        assert!(q.enqueue(r, 7, true, || true));
+        r
+    };
+    let settle = |q: &Queues<TestOs>, r: u32| {
+        assert!(q.take_notified(r));
+        q.free(r);
+    };
+    a.set_bells(0x1234_5678_9abc);
+
+    // Rung directly: the bell, once per (process, bell), never the doorbell.
+    let (r1, r2, r3) = (queue(&a, 5), queue(&a, 5), queue(&a, 6));
+    let before = a.doorbell().load(SeqCst);
+    assert_eq!(b.notify(7, 3), 3);
+    assert_eq!(rung(), vec![(0x1234_5678_9abc, 5), (0x1234_5678_9abc, 6)]);
+    assert_eq!(a.doorbell().load(SeqCst), before);
+    for r in [r1, r2, r3] {
+        settle(&a, r);
+    }
+
+    // A bell that cannot be rung: the doorbell instead.
+    block.os.bells_answer.store(false, SeqCst);
+    let r = queue(&a, 5);
+    assert_eq!(b.notify(7, 1), 1);
+    assert_eq!(rung(), vec![(0x1234_5678_9abc, 5)]);
+    assert_ne!(a.doorbell().load(SeqCst), before);
+    settle(&a, r);
+    block.os.bells_answer.store(true, SeqCst);
+
+    // The notifier's own process: the doorbell, which its notify watches.
+    let r = queue(&a, 5);
+    let before = a.doorbell().load(SeqCst);
+    assert_eq!(a.notify(7, 1), 1);
+    assert!(rung().is_empty());
+    assert_ne!(a.doorbell().load(SeqCst), before);
+    settle(&a, r);
+
+    // A record reused without a bell: the doorbell (alloc clears the bell).
+    let r = queue(&a, 0);
+    let before = a.doorbell().load(SeqCst);
+    assert_eq!(b.notify(7, 1), 1);
+    assert!(rung().is_empty());
+    assert_ne!(a.doorbell().load(SeqCst), before);
+    settle(&a, r);
+
+    // A process whose bells are not named: the doorbell.
+    let r = queue(&b, 9);
+    let before = b.doorbell().load(SeqCst);
+    assert_eq!(a.notify(7, 1), 1);
+    assert!(rung().is_empty());
+    assert_ne!(b.doorbell().load(SeqCst), before);
+    settle(&b, r);
+
+    // A slot claimed again forgets the bells of its last process.
+    block.kill(&a);
+    let c = block.process();
+    assert_eq!(c.my_slot(), a.my_slot());
+    let r = queue(&c, 5);
+    assert_eq!(b.notify(7, 1), 1);
+    assert!(rung().is_empty());
+    settle(&c, r);
 }
 
 /// Interrupted after being notified: the wake-up goes to the next waiter.
