@@ -41,8 +41,9 @@ use crate::region::REGIONS;
 pub(super) static BELLS: LazyLock<u64> = LazyLock::new(|| {
     let mut v = 0u64;
     while v == 0 {
-        // SAFETY: writes at most 8 bytes into `v`.
-        let n = unsafe { libc::getrandom(&mut v as *mut u64 as *mut c_void, 8, 0) };
+        // The system call, not glibc's wrapper (glibc 2.25+; the binaries
+        // ask for 2.17). SAFETY: writes at most 8 bytes into `v`.
+        let n = unsafe { libc::syscall(libc::SYS_getrandom, &mut v as *mut u64 as *mut c_void, 8usize, 0u32) };
         if n != 8 {
             // No getrandom (very old kernels): the time and the pid.
             let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
