@@ -249,7 +249,7 @@ export interface SharedRegionOptions {
   create?: boolean
   /** File mode of a region this call creates (default 0o600; ignored on Windows). */
   mode?: number
-  /** Directory of the region's file (default '/dev/shm'; on Windows os.tmpdir()). */
+  /** Directory of the region's file (default '/dev/shm'; on macOS '/tmp'; on Windows os.tmpdir()). */
   directory?: string
   /** Process slots: how many processes can have it open at once (default 256). */
   processes?: number

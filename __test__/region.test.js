@@ -45,7 +45,8 @@ const binding = require('../lib/native')
 const { SharedRegion, SharedRegionError, wait, notify, waitAsync } = shared
 const ROOT = path.join(__dirname, '..')
 const FIXTURE = path.join(__dirname, 'fixtures', 'region-child.js')
-const SHM = '/dev/shm'
+// Where regions live by default (lib/region.js).
+const SHM = { win32: os.tmpdir(), darwin: '/tmp' }[process.platform] || '/dev/shm'
 const HARD_TIMEOUT = 20000
 const LONG = { timeout: 60000 }
 

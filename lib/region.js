@@ -19,7 +19,7 @@
 //   ERR_REGION_MISMATCH     it exists with another size or layout than asked for
 //   ERR_REGION_VERSION      it was made by another version of the package
 //   ERR_REGION_ACCESS       the file's permissions refuse this process
-//   ERR_REGION_NO_SPACE     the file system (/dev/shm; Windows: the temporary
+//   ERR_REGION_NO_SPACE     the file system (/dev/shm; macOS: /tmp; Windows: the temporary
 //                           directory's) has no room for it
 //   ERR_REGION_FULL         every process slot is taken by a live process, or
 //                           (at a wait) every waiter record is in use
@@ -39,9 +39,11 @@ const { version } = require('../package.json')
 
 const BUILD = `shared-futex ${version}`
 const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$/
-// Linux: tmpfs, memory only. Windows has no memory-only file system: the
-// temporary directory (docs/region.md, "Platforms").
-const DEFAULT_DIRECTORY = process.platform === 'win32' ? require('os').tmpdir() : '/dev/shm'
+// Linux: tmpfs, memory only. macOS and Windows have no memory-only file
+// system for this: /tmp on macOS (the same for every user and session,
+// where $TMPDIR is not), the temporary directory on Windows
+// (docs/region.md, "Platforms").
+const DEFAULT_DIRECTORY = { win32: require('os').tmpdir(), darwin: '/tmp' }[process.platform] || '/dev/shm'
 // 1 GiB: an offset travels in 30 bits (src/region.rs, `deliver`).
 const MAX_BYTES = 0x40000000
 // Whether this runtime's Atomics work on memory that is not shared (V8 9+,

@@ -18,7 +18,7 @@
 //! `LockFileEx`); the kernel drops it when the process dies, however it
 //! dies, and any other process can ask. A recycled pid never matters: pids
 //! are not used. Sleeping and waking across processes, the lock and the
-//! mapping are each platform's (src/region/linux.rs, src/region/windows.rs;
+//! mapping are each platform's (src/region/posix.rs for Linux and macOS, src/region/windows.rs;
 //! src/region/unsupported.rs where regions do not work yet).
 
 use std::collections::HashMap;
@@ -351,13 +351,13 @@ impl Drop for Region {
 // `unmap`, `unlink`, `sleep_on_doorbell`, `SUPPORTED`), chosen here once.
 // What they share (the header's checks, the registry) is below.
 
-#[cfg(target_os = "linux")]
-#[path = "region/linux.rs"]
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+#[path = "region/posix.rs"]
 mod os;
 #[cfg(windows)]
 #[path = "region/windows.rs"]
 mod os;
-#[cfg(not(any(target_os = "linux", windows)))]
+#[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
 #[path = "region/unsupported.rs"]
 mod os;
 
@@ -368,7 +368,7 @@ fn sys_unmap(region: &Region) {
 }
 
 /// Bytes of the header read from a file before it is mapped.
-#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+#[cfg_attr(not(any(target_os = "linux", target_os = "macos", windows)), allow(dead_code))]
 const HEADER_BYTES: usize = std::mem::size_of::<shared::Header>();
 
 /// The end of each platform's `open`, once the region's file is open as
@@ -376,7 +376,7 @@ const HEADER_BYTES: usize = std::mem::size_of::<shared::Header>();
 /// the header and maps it. `map` also says whether this process had the
 /// region mapped already (then the handle is not needed); the handle is
 /// closed unless the new mapping keeps it.
-#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+#[cfg_attr(not(any(target_os = "linux", target_os = "macos", windows)), allow(dead_code))]
 fn map_under_init_lock<H: Copy>(
     handle: H,
     path: &str,
@@ -407,7 +407,7 @@ fn map_under_init_lock<H: Copy>(
 
 /// The region of this process already mapped from the file `id`, if any,
 /// checked against what the caller asks for; it then counts one more user.
-#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+#[cfg_attr(not(any(target_os = "linux", target_os = "macos", windows)), allow(dead_code))]
 fn mapped_already(id: (u64, u64), path: &str, user_bytes: u32, layout: Layout) -> Result<Option<Arc<Region>>> {
     let regions = REGIONS.read();
     let Some(existing) = regions.iter().find(|r| r.id == id) else { return Ok(None) };
@@ -436,7 +436,7 @@ fn mapped_already(id: (u64, u64), path: &str, user_bytes: u32, layout: Layout) -
 /// the header's (checked against what is asked), or, for a file to lay
 /// out (empty, or left half-made by a creator that died), `layout` with
 /// the defaults where it has 0. Also returns whether it is to be laid out.
-#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+#[cfg_attr(not(any(target_os = "linux", target_os = "macos", windows)), allow(dead_code))]
 fn settle_layout(
     path: &str,
     size: usize,
@@ -485,10 +485,10 @@ fn settle_layout(
 }
 
 /// magic, layout, slots, buckets, records, user bytes, build, threads.
-#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+#[cfg_attr(not(any(target_os = "linux", target_os = "macos", windows)), allow(dead_code))]
 type RawHeader = (u32, u32, u32, u32, u32, u32, Vec<u8>, u32);
 
-#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+#[cfg_attr(not(any(target_os = "linux", target_os = "macos", windows)), allow(dead_code))]
 fn parse_header(buf: Option<[u8; HEADER_BYTES]>) -> RawHeader {
     let Some(buf) = buf else { return (0, 0, 0, 0, 0, 0, Vec::new(), 0) };
     let word = |i: usize| u32::from_le_bytes(buf[i * 4..i * 4 + 4].try_into().unwrap());
@@ -499,7 +499,7 @@ fn parse_header(buf: Option<[u8; HEADER_BYTES]>) -> RawHeader {
     (word(0), word(1), word(2), word(3), word(4), word(5), build, word(7))
 }
 
-#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+#[cfg_attr(not(any(target_os = "linux", target_os = "macos", windows)), allow(dead_code))]
 fn check_header(path: &str, h: &RawHeader, user_bytes: u32, layout: Layout, build: &str) -> Result<()> {
     if h.1 != shared::LAYOUT || h.6 != build.as_bytes() {
         return Err(coded(
@@ -528,19 +528,19 @@ fn check_header(path: &str, h: &RawHeader, user_bytes: u32, layout: Layout, buil
     Ok(())
 }
 
-#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+#[cfg_attr(not(any(target_os = "linux", target_os = "macos", windows)), allow(dead_code))]
 fn mismatch(path: &str, asked: u32, have: u32) -> Error {
     coded("ERR_REGION_MISMATCH", format!("{path} has {have} bytes; opened with `bytes: {asked}`"))
 }
 
-#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+#[cfg_attr(not(any(target_os = "linux", target_os = "macos", windows)), allow(dead_code))]
 fn slots_full(path: &str, layout: Layout) -> Error {
     coded("ERR_REGION_FULL", format!("every process slot of {path} is taken by a live process ({})", layout.slots))
 }
 
 /// A mapping just made (its slot claimed), entered in the registry.
 /// `users`: the buffer about to be made over it.
-#[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+#[cfg_attr(not(any(target_os = "linux", target_os = "macos", windows)), allow(dead_code))]
 fn register(
     queues: Queues<Sys>,
     base: *mut u8,

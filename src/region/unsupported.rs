@@ -1,7 +1,7 @@
-//! Platforms without shared regions yet (macOS): `open` and `unlink` throw
-//! `ERR_REGION_UNSUPPORTED`. A platform of its own gets a module beside
-//! this one (src/region/linux.rs, src/region/windows.rs) with the same
-//! items, chosen in src/region.rs.
+//! Platforms without shared regions (other than Linux, macOS and Windows):
+//! `open` and `unlink` throw `ERR_REGION_UNSUPPORTED`. A platform of its own
+//! gets a module beside this one (src/region/posix.rs,
+//! src/region/windows.rs) with the same items, chosen in src/region.rs.
 
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
@@ -27,7 +27,7 @@ impl Os for Sys {
 fn unsupported() -> Error {
     coded(
         "ERR_REGION_UNSUPPORTED",
-        format!("shared regions are not implemented on {} yet (Linux and Windows only)", std::env::consts::OS),
+        format!("shared regions are not implemented on {} (Linux, macOS and Windows only)", std::env::consts::OS),
     )
 }
 

@@ -335,7 +335,7 @@ pub(super) fn open(
     )
 }
 
-/// As on Linux (src/region/linux.rs, `map`).
+/// As on Linux (src/region/posix.rs, `map`).
 fn map(file: Handle, path: &str, user_bytes: u32, layout: Layout, build: &str) -> Result<(Arc<Region>, bool)> {
     let mut info = FileInformation::default();
     let mut size: i64 = 0;
