@@ -154,6 +154,8 @@ struct Bell {
     fd: c_int,
     handle: Vec<u64>,
     hook: HookHandle,
+    /// Its handle is being closed (touched on the loop's thread only).
+    closing: bool,
 }
 
 const NONE_YET: u32 = 0;
@@ -256,7 +258,12 @@ unsafe fn make(env: sys::napi_env) -> Option<u32> {
     }
     // SAFETY: a libuv call with a handle type.
     let size = unsafe { (calls.handle_size)(UV_POLL) };
-    let b = Box::into_raw(Box::new(Bell { fd, handle: vec![0u64; size.div_ceil(8)], hook: ptr::null_mut() }));
+    let b = Box::into_raw(Box::new(Bell {
+        fd,
+        handle: vec![0u64; size.div_ceil(8)],
+        hook: ptr::null_mut(),
+        closing: false,
+    }));
     // SAFETY: `b` is ours until the hook's close callback frees it; the
     // handle's memory is libuv's size; the loop is this thread's.
     unsafe {
@@ -291,8 +298,7 @@ unsafe extern "C" fn rung(handle: *mut c_void, status: c_int, _events: c_int) {
         // The loop cannot watch it any more: no more bell for this thread
         // (`closed` delivers what rang meanwhile).
         MINE.set(NEVER);
-        // SAFETY: a live handle, closed once (`MINE` is NEVER from here,
-        // and `ending` finds the hook removed).
+        // SAFETY: a live handle (`close` closes it once).
         unsafe { close(b) };
         return;
     }
@@ -314,19 +320,26 @@ fn deliver_all() {
 /// The env is being torn down: close the bell.
 unsafe extern "C" fn ending(_hook: HookHandle, arg: *mut c_void) {
     MINE.set(NEVER);
-    // SAFETY: `arg` is the bell whose handle is still open (a handle that
-    // was closed before removed this hook).
+    // SAFETY: `arg` is the bell, live until its close callback has run,
+    // which removes this hook.
     unsafe { close(arg as *mut Bell) };
 }
 
-/// Closes bell `b`'s handle; `closed` finishes.
+/// Closes bell `b`'s handle, once (an env torn down right after the loop
+/// failed to watch the bell finds it closing); `closed` finishes.
 ///
 /// # Safety
-/// `b` is live and its handle not closing yet.
+/// `b` is live: its handle's close callback has not run.
 unsafe fn close(b: *mut Bell) {
     let Some(calls) = CALLS.as_ref() else { return };
     // SAFETY: the function's contract.
-    unsafe { (calls.close)((*b).handle.as_mut_ptr() as *mut c_void, closed) };
+    unsafe {
+        if (*b).closing {
+            return;
+        }
+        (*b).closing = true;
+        (calls.close)((*b).handle.as_mut_ptr() as *mut c_void, closed);
+    }
 }
 
 /// The bell's handle is closed: close its socket (later rings fail and go to
