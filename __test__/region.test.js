@@ -765,6 +765,31 @@ describe('SharedRegion: wait, notify and waitAsync across processes', skip, () =
     })
   })
 
+  test('a burst of notifies from another process while this thread runs without a pause: more than its bell can queue, and every waiter is woken', async () => {
+    await withRegion('burst', { bytes: 4096 }, async ({ words, start }) => {
+      const N = 200
+      const FLAG = 900
+      const outcomes = []
+      for (let i = 0; i < N; i++) {
+        const r = waitAsync(words, i, 0)
+        assert.strictEqual(r.async, true)
+        outcomes.push(r.value)
+      }
+      const h = start({ role: 'notify', indices: Array.from({ length: N }, (_, i) => i), flag: FLAG })
+      // This thread's loop looks at nothing (its bell included) until the
+      // child has notified every waiter, one call each: the bell's queue
+      // (10 datagrams by default on Linux) overflows, the sends that fail
+      // ring the doorbell, and every waiter must still be woken once.
+      const limit = Date.now() + HARD_TIMEOUT
+      while (Atomics.load(words, FLAG) === 0 && Date.now() < limit);
+      assert.strictEqual(Atomics.load(words, FLAG), 1, 'the child notified every waiter in time')
+      const n = await finished(h)
+      assert.strictEqual(n.woken, N)
+      assert.deepStrictEqual(await alive(Promise.all(outcomes)), Array(N).fill('ok'))
+      await untilNoRecords(words)
+    })
+  })
+
   for (const bells of [true, false]) {
     const how = bells ? 'through each thread\'s bell' : 'through the process\'s listener (SHARED_FUTEX_NO_BELLS)'
     test(`async waiters of another process's main thread and of workers coming and going are woken ${how}; nothing stays open after them, nor at the process's exit`, LONG, async () => {
