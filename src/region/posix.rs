@@ -10,7 +10,7 @@
 //! loses, all of them, as soon as it closes *any* descriptor of the file.
 //! So on macOS a file this process has mapped is never opened again, and a
 //! descriptor of it is closed only when no mapping of the file is left
-//! (`Descriptors`).
+//! (`OPENING`, `DEFERRED`, `close_unmapped`, `unmap`).
 
 use std::ffi::c_void;
 use std::ptr;
