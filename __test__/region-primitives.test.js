@@ -503,6 +503,51 @@ describe('RwLock in a shared region', skip, () => {
     SharedRegion.unlink(name)
   })
 
+  test('a reader and a writer that stand in line in the same millisecond go in the order they came: the reader first', { timeout: 60000 }, async () => {
+    const { name, w, rw } = rwlock()
+    const CLOCK = 80 // 0: the workers' clocks stand still at T; then they run
+    const FIRST = 81 // who got in first: 1 the reader, 2 the writer
+    const T = Date.now() - 1000
+    const inLine = (kind) => {
+      const table = require('../lib/region-holds').holdsOf(new Int32Array(rw.buffer, AT.RwLock, 4)).w
+      for (let e = 4 + 256 * 3; e < table.length; e += 5) {
+        if (table[e] !== 0 && table[e + 1] === AT.RwLock + 1 && table[e + 2] === kind) return true
+      }
+      return false
+    }
+    const code = `
+      const { workerData: { root, name, at, T, CLOCK, FIRST, role }, parentPort } = require('worker_threads')
+      const { SharedRegion, RwLock } = require(root)
+      const w = new Int32Array(SharedRegion.open(name).buffer)
+      const real = Date.now
+      Date.now = () => Atomics.load(w, CLOCK) === 0 ? T : Math.max(real(), T + 10)
+      const rw = new RwLock(w.buffer, at)
+      const keep = setInterval(() => {}, 1000)
+      const got = role === 'read' ? rw.readAsync({ timeout: 30000 }) : rw.writeAsync({ timeout: 30000 })
+      got.then((release) => {
+        Atomics.compareExchange(w, FIRST, 0, role === 'read' ? 1 : 2)
+        release()
+        clearInterval(keep)
+        parentPort.postMessage('in')
+      }, (e) => { clearInterval(keep); parentPort.postMessage(String(e)) })
+    `
+    const { Worker } = require('worker_threads')
+    const start = (role) => {
+      const worker = new Worker(code, { eval: true, workerData: { root: path.join(__dirname, '..'), name, at: AT.RwLock, T, CLOCK, FIRST, role } })
+      return new Promise((resolve, reject) => { worker.once('message', resolve); worker.once('error', reject) })
+    }
+    assert.strictEqual(rw.tryWrite(), ACQUIRED)
+    const reader = start('read')
+    await until(() => inLine(4), 'the reader to stand in line')
+    const writer = start('write')
+    await until(() => inLine(5), 'the writer to stand in line, after it')
+    Atomics.store(w, CLOCK, 1)
+    rw.writeUnlock()
+    assert.deepStrictEqual(await Promise.all([reader, writer]), ['in', 'in'])
+    assert.strictEqual(Atomics.load(w, FIRST), 1, 'the reader, who came first, went first')
+    SharedRegion.unlink(name)
+  })
+
   test('a writer killed with SIGKILL: the next acquirer (reader or writer) takes it over, told owner-died', { timeout: 60000 }, async () => {
     for (const next of ['read', 'write', 'readAsync']) {
       const { name, w, rw } = rwlock()

@@ -250,10 +250,22 @@ class Holds {
     return go
   }
 
-  // This thread takes a place of `kind` in line (if it has none).
-  queue (word, seqAt, kind) {
+  // This thread takes a place of `kind` in line (if it has none). Places
+  // in one object's line (of `all` kinds) get distinct arrival times, in
+  // the order of these transactions (which the table's lock puts one after
+  // the other): one in the same millisecond as, or before (a clock set
+  // back), the latest in line comes 1 ms after it. Otherwise two waiters
+  // of one millisecond would each find that the other did not come first,
+  // and the later could go first.
+  queue (word, seqAt, kind, all) {
     if (this.mine(word, kind) !== -1) return
-    this.add(word, kind, 1, Date.now() | 0)
+    let arrival = Date.now() | 0
+    for (const k of all || [kind]) {
+      for (const came of this.others(word, k)) {
+        if (((came - arrival) | 0) >= 0) arrival = (came + 1) | 0
+      }
+    }
+    this.add(word, kind, 1, arrival)
     const seq = Atomics.load(this.user, seqAt)
     if ((seq & LINED) === 0) this.put(seqAt, seq | LINED)
   }

@@ -81,7 +81,7 @@ function readOnce (ta, takeOver, queue) {
     // A waiting writer holds new readers off, this thread's own too.
     if (writer === tx.me || tx.mine(i, WRITE_WAIT) !== -1) return MINE
     if ((writer !== 0 && (!takeOver || liveOther(tx, writer))) || !tx.mayGo(i, i + SEQ, READ_WAIT, WRITERS, LINE)) {
-      if (queue) tx.queue(i, i + SEQ, READ_WAIT)
+      if (queue) tx.queue(i, i + SEQ, READ_WAIT, LINE)
       return BUSY
     }
     if (writer !== 0) tx.put(i + STATE, 0) // a dead writer's: taken over
@@ -104,7 +104,7 @@ function writeOnce (ta, takeOver, queue) {
     const free = !(writer !== 0 && (!takeOver || liveOther(tx, writer))) && tx.mayGo(i, i + SEQ, WRITE_WAIT, LINE, LINE) &&
       Atomics.load(tx.user, i + READERS) === 0
     if (!free) {
-      if (queue) tx.queue(i, i + SEQ, WRITE_WAIT)
+      if (queue) tx.queue(i, i + SEQ, WRITE_WAIT, LINE)
       return BUSY
     }
     tx.put(i + STATE, tx.me << 1)
