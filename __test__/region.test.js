@@ -815,7 +815,9 @@ describe('SharedRegion: wait, notify and waitAsync across processes', skip, () =
         if (bells && process.platform === 'linux') {
           assert.ok(got.every((b) => b > 0), `a bell for every thread: ${got}`)
           assert.strictEqual(new Set(got).size, got.length, `a bell of its own for every thread: ${got}`)
-          assert.ok(rings >= WORKERS + 1, `the bells rang ${rings} times`)
+          // (A notify that lands between a waiter's queueing and the end of
+          // its waitAsync call is delivered there: its byte may stay unread.)
+          assert.ok(rings > 0, `the bells rang ${rings} times`)
         } else {
           assert.ok(got.every((b) => b === 0), `no bells: ${got}`)
           assert.strictEqual(rings, 0)
