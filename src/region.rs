@@ -587,16 +587,35 @@ static CREATE_EXTERNAL_SAB: LazyLock<Option<CreateExternalSab>> = LazyLock::new(
         return None;
     }
     #[cfg(unix)]
-    // SAFETY: a NUL-terminated name.
-    let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"node_api_create_external_sharedarraybuffer".as_ptr()) };
-    #[cfg(windows)]
-    let f = os::export_of_executable(c"node_api_create_external_sharedarraybuffer");
-    #[cfg(not(any(unix, windows)))]
-    let f: *mut c_void = ptr::null_mut();
     // SAFETY: the symbol, if Node exports it, has the type declared above
     // (js_native_api.h).
-    (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, CreateExternalSab>(f) })
+    return unsafe { exported(c"node_api_create_external_sharedarraybuffer") };
+    #[cfg(not(unix))]
+    {
+        #[cfg(windows)]
+        let f = os::export_of_executable(c"node_api_create_external_sharedarraybuffer");
+        #[cfg(not(windows))]
+        let f: *mut c_void = ptr::null_mut();
+        // SAFETY: as above.
+        (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, CreateExternalSab>(f) })
+    }
 });
+
+/// The symbol `name` of the running executable (or a library it loaded), as
+/// a function of type `F`: for the calls of Node, libuv and the system that
+/// are looked up at run time (Node's experimental N-API calls, bells,
+/// macOS's address waits).
+///
+/// # Safety
+/// `F` is a function pointer type that matches the symbol's declaration.
+#[cfg(unix)]
+pub(crate) unsafe fn exported<F: Copy>(name: &std::ffi::CStr) -> Option<F> {
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: a NUL-terminated name.
+    let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    // SAFETY: a non-null function address, of type `F` (the contract).
+    (!f.is_null()).then(|| unsafe { std::mem::transmute_copy::<*mut c_void, F>(&f) })
+}
 
 /// Finalizer of a buffer over a region: gives its reference back.
 unsafe extern "C" fn released(_data: *mut c_void, hint: *mut c_void) {
@@ -782,13 +801,14 @@ pub struct RegionInfo {
 pub fn region_info(env: Env, ta: Unknown, index: f64) -> Result<Option<RegionInfo>> {
     // SAFETY: handles of this call; only the address is used afterwards.
     let cell = unsafe { crate::cell::Cell::resolve(env.raw(), ta.raw(), index)? };
+    let (bell, rings) = os::bell_info();
     Ok(find(cell.key()).map(|(r, offset)| RegionInfo {
         slot: r.queues.my_slot(),
         records_in_use: r.queues.records_in_use() as u32,
         pending_async: r.pending.lock().by_record.len() as u32,
         queued: r.queues.len(offset) as u32,
-        bell: os::bell_info().0,
-        bell_rings: os::bell_info().1 as f64,
+        bell,
+        bell_rings: rings as f64,
     }))
 }
 

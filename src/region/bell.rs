@@ -28,7 +28,7 @@
 //! `SHARED_FUTEX_NO_BELLS` is set, threads have no bell.
 
 use std::cell::Cell;
-use std::ffi::{c_int, c_void, CStr};
+use std::ffi::{c_int, c_void};
 use std::ptr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use std::sync::LazyLock;
@@ -117,22 +117,11 @@ struct Calls {
 const UV_POLL: c_int = 8;
 const UV_READABLE: c_int = 1;
 
-/// The symbol `name` of the running executable, as a function of type `F`.
-///
-/// # Safety
-/// `F` is a function pointer type that matches the symbol's declaration.
-unsafe fn find<F: Copy>(name: &CStr) -> Option<F> {
-    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
-    // SAFETY: a NUL-terminated name.
-    let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
-    // SAFETY: a non-null function address, of type `F` (the contract).
-    (!f.is_null()).then(|| unsafe { std::mem::transmute_copy::<*mut c_void, F>(&f) })
-}
-
 static CALLS: LazyLock<Option<Calls>> = LazyLock::new(|| {
     if std::env::var_os("SHARED_FUTEX_NO_BELLS").is_some() {
         return None;
     }
+    use crate::region::exported as find;
     // SAFETY: each type in `Calls` is the symbol's declaration (uv.h,
     // node_api.h).
     unsafe {

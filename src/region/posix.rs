@@ -150,7 +150,7 @@ mod kernel {
 /// uses), both found at run time; with neither, regions are refused.
 #[cfg(target_os = "macos")]
 mod kernel {
-    use std::ffi::{c_int, c_void, CStr};
+    use std::ffi::{c_int, c_void};
     use std::sync::atomic::AtomicU32;
     use std::sync::LazyLock;
     use std::time::Duration;
@@ -174,17 +174,8 @@ mod kernel {
         Ulock { wait: UlockWait, wake: UlockWake },
     }
 
-    /// # Safety
-    /// `F` is a function pointer type matching the symbol's declaration.
-    unsafe fn find<F: Copy>(name: &CStr) -> Option<F> {
-        assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
-        // SAFETY: a NUL-terminated name.
-        let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
-        // SAFETY: a non-null function address of type `F` (the contract).
-        (!f.is_null()).then(|| unsafe { std::mem::transmute_copy::<*mut c_void, F>(&f) })
-    }
-
     static CALLS: LazyLock<Option<Calls>> = LazyLock::new(|| {
+        use crate::region::exported as find;
         // SAFETY: the types above are the symbols' declarations
         // (os/os_sync_wait_on_address.h; xnu's sys/ulock.h).
         unsafe {
