@@ -519,12 +519,13 @@ function commitRead (s, next, hi) {
 // A send step (SEND held): WAIT, or true once the message is committed.
 function put (s, msg) {
   if (msg.flush === true) return flushed(s, msg)
-  checkReceivers(s)
+  const read = Atomics.load(s.st, HI) & POS
+  checkReceivers(s, read)
   const lo = Atomics.load(s.st, LO)
   if ((lo & CLOSED) !== 0) throw closedError(s, 'Channel: send on a closed channel')
   const w = lo & POS
   const size = frameBytes(msg.bytes)
-  if (s.capacity - inUse(s, w, Atomics.load(s.st, HI) & POS) < size) return WAIT
+  if (s.capacity - inUse(s, w, read) < size) return WAIT
   const at = offsetOf(s, w)
   s.u32[at >> 2] = msg.bytes
   const body = at + LENGTH === s.capacity ? 0 : at + LENGTH
@@ -765,11 +766,25 @@ function lookAtPeers (s, dir) {
   return true
 }
 
-// A send's check, cheap unless some thread ended since the last one (in a
-// region: unless a slice has passed since the last one).
-function checkReceivers (s) {
+// A send's check, cheap unless some thread ended since the last one. In a
+// region (where a death is learnt only by asking) it looks at the
+// receivers at most once per slice, and not while they are seen taking:
+// `read`, READ as this send found it, moved since the previous send means
+// that a receiver committed a take since then, so the side was not gone.
+// A stream the receivers keep up with then reads no clock (a clock read
+// costs as much as the rest of a send); a side that died is noticed at the
+// first send after its last take that comes in a new slice.
+function checkReceivers (s, read) {
   // (A branch rather than s.x.ends(): this runs on every send.)
-  const ends = s.x === THREADS ? threadEnds() : s.x.ends()
+  let ends
+  if (s.x === THREADS) {
+    ends = threadEnds()
+  } else {
+    const seen = s.seenRead
+    s.seenRead = read
+    if (read !== seen && seen !== -1) return
+    ends = s.x.ends()
+  }
   if (ends === s.seenEnds) return
   s.seenEnds = ends
   if (sideGone(s, RECV)) disconnect(s, RECV)
@@ -1190,7 +1205,8 @@ class Channel {
       misses: [0, 0], // per direction (RECV, SEND): see SPIN_MISSES
       blockingSpinsAlways: true, // or adapts, as an async call's spin does
       member: membership(buffer, at), // this thread's membership of each side
-      seenEnds: -1 // x.ends() when a sender last checked the receivers
+      seenEnds: -1, // x.ends() when a sender last checked the receivers
+      seenRead: -1 // in a region: READ as the last send found it
     }
     s.lockWords = locks.map((l) => x.lockView(s, l))
     // What another thread passes to `new Channel(handle)`. An own,

@@ -212,11 +212,9 @@ fn listen(region: std::sync::Weak<Region>) {
         }
         let bell = region.queues.doorbell();
         let seen = bell.load(SeqCst);
-        let next = region.deliver(true);
-        let now = Instant::now();
-        let sleep =
-            next.map_or(Duration::from_secs(60), |d| d.saturating_duration_since(now).max(Duration::from_millis(1)));
-        os::sleep_on_doorbell(region, seen, sleep);
+        // Until the time `deliver` recorded as the listener's next wake-up.
+        let wakes = region.deliver(true);
+        os::sleep_on_doorbell(region, seen, wakes.saturating_duration_since(Instant::now()));
     }
 }
 
@@ -241,18 +239,20 @@ impl Region {
     }
 
     /// Hands every notified async waiter of this process its outcome and,
-    /// with `deadlines`, times out those whose deadline passed. Returns the
-    /// nearest deadline still pending.
-    fn deliver(&self, deadlines: bool) -> Option<Instant> {
+    /// with `deadlines` (the listener's turn), times out those whose
+    /// deadline passed. Returns when the listener is to wake next: the
+    /// nearest deadline still pending (at least 1 ms on), else a minute on.
+    fn deliver(&self, deadlines: bool) -> Instant {
         self.deliver_locked(deadlines, self.delivering.lock())
     }
 
     /// `deliver`, holding the `delivering` lock (one delivery at a time).
-    fn deliver_locked(&self, deadlines: bool, _delivering: parking_lot::MutexGuard<'_, ()>) -> Option<Instant> {
+    fn deliver_locked(&self, deadlines: bool, _delivering: parking_lot::MutexGuard<'_, ()>) -> Instant {
         let now = Instant::now();
         let mut notified = Vec::new();
         let mut expired = Vec::new();
         let mut next: Option<Instant> = None;
+        let wakes;
         {
             let mut pending = self.pending.lock();
             let PendingSet { by_record, by_seq, listener_wakes } = &mut *pending;
@@ -270,13 +270,13 @@ impl Region {
                 by_seq.remove(&p.ticket.seq);
                 false
             });
+            let now = Instant::now();
+            wakes = next.map_or(now + Duration::from_secs(60), |d| d.max(now + Duration::from_millis(1)));
             if deadlines {
                 // The listener's turn: it sleeps until then (`listen`),
-                // decided under this lock, so that a waiter queued after it
+                // recorded under this lock, so that a waiter queued after it
                 // with a sooner deadline rings it (`wait_async`).
-                let now = Instant::now();
-                *listener_wakes =
-                    Some(next.map_or(now + Duration::from_secs(60), |d| d.max(now + Duration::from_millis(1))));
+                *listener_wakes = Some(wakes);
             }
         }
         for (r, ticket) in notified {
@@ -297,7 +297,7 @@ impl Region {
             TABLE.timeout(ticket);
             self.queues.free(r);
         }
-        next
+        wakes
     }
 }
 
