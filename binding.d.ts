@@ -214,6 +214,14 @@ export declare function probeAlive(probes: number, then: unknown): boolean
 /** Waiters currently queued on `ta[index]` (diagnostics and tests). */
 export declare function queueLength(ta: unknown, index: number): number
 
+/**
+ * `regionEnds(ta)`: the count of ends the region of `ta`'s memory has
+ * seen (threads and processes gone: futex-core's `Queues::end_seen`), for
+ * a watching wait (`waitWatching`) over it; -1 if `ta` is not region
+ * memory. Read it before looking at the state to wait on.
+ */
+export declare function regionEnds(ta: unknown): number
+
 export declare function regionInfo(ta: unknown, index: number): RegionInfo | null
 
 /**
@@ -230,6 +238,13 @@ export interface RegionInfo {
   bell: number
   /** Times this process's bells were found rung. */
   bellRings: number
+  /** The region's count of ends seen (threads and processes gone). */
+  ends: number
+  /**
+   * Whether this process's watcher of deaths follows every other process
+   * of the region (src/region/watch.rs): its watching waits sleep long.
+   */
+  watched: boolean
 }
 
 /**

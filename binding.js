@@ -858,6 +858,7 @@ module.exports.manualEventSet = nativeBinding.manualEventSet
 module.exports.presenceBuffer = nativeBinding.presenceBuffer
 module.exports.probeAlive = nativeBinding.probeAlive
 module.exports.queueLength = nativeBinding.queueLength
+module.exports.regionEnds = nativeBinding.regionEnds
 module.exports.regionInfo = nativeBinding.regionInfo
 module.exports.regionInode = nativeBinding.regionInode
 module.exports.regionMakesShared = nativeBinding.regionMakesShared

@@ -207,6 +207,10 @@ describe('Condition in a shared region, with an AsyncLock in a region', skip, ()
       // first and die holding the lock (then this waiter is told so).
       sleepers[0].kill('SIGKILL')
       await sleepers[0].exited
+      // The death wakes the watching sleepers to look (the sequence has not
+      // moved: they sleep again); the notify counts those asleep.
+      const seq = new Int32Array(region.buffer, AT.Condition, 1)
+      await until(() => binding.regionInfo(seq, 0).queued === 2, 'this thread\'s waiter and the other sleeper to sleep again')
       assert.strictEqual(cond.notifyAll() >= 1, true, 'at least this thread\'s waiter woke')
       release()
     })

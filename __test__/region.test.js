@@ -53,6 +53,14 @@ const LONG = { timeout: 60000 }
 const unsupported = regionsUnsupported()
 const skip = regionSkip()
 
+// The watcher of deaths needs Linux 5.3 or later (pidfd_open).
+function watcherSkip () {
+  if (skip.skip) return skip.skip
+  if (process.platform !== 'linux') return 'the watcher of deaths is Linux only'
+  const [major, minor] = os.release().split('.').map(Number)
+  return major > 5 || (major === 5 && minor >= 3) ? false : 'Linux before 5.3 has no pidfd'
+}
+
 // Node versions that must make a SharedArrayBuffer over a region (24.16+, 26.1+).
 const [MAJOR, MINOR] = process.versions.node.split('.').map(Number)
 const MUST_SHARE = MAJOR > 26 || (MAJOR === 26 && MINOR >= 1) || (MAJOR === 24 && MINOR >= 16)
@@ -916,6 +924,37 @@ describe('SharedRegion: processes killed with SIGKILL', skip, () => {
         assert.strictEqual(notify(words, 0), 0)
       })
     }
+  })
+
+  // Linux 5.3+ (pidfd): each process's watcher of deaths follows the
+  // others (src/region/watch.rs). A watching sleeper here, with nobody to
+  // notify it, is woken by the death of another process of the region (or,
+  // queueing after it, not queued at all): the count of ends moved. Without
+  // the watcher nothing would move it, and the sleeper would only ever time
+  // out (its slices) until the test's own timeout.
+  test('a process killed with SIGKILL is learnt of at once: the count of ends moves and a watching sleeper here wakes', { skip: watcherSkip(), timeout: 60000 }, async () => {
+    await withRegion('deaths', { bytes: 4096 }, async ({ words, start }) => {
+      const { enqueueWatchingAsync, regionEnds } = require('../lib/futex').internal
+      const holder = start({ role: 'hold', id: 0, slotOut: SLOTS, release: RELEASE })
+      await until(() => Atomics.load(words, SLOTS), 'the other process to open the region')
+      await until(() => info(words, 0).watched, 'this process\'s watcher to follow it')
+      const ends = regionEnds(words)
+      assert.strictEqual(info(words, 0).ends, ends)
+      const first = enqueueWatchingAsync(words, 5, 0, ends, Infinity, true)
+      assert.notStrictEqual(first, 'not-equal', 'nothing ended yet')
+      await killed(holder)
+      let outcome = await first.promise
+      // A slice that ran out before the death (a slow machine): queue again
+      // with the same count. Never a slice that ran out after it.
+      while (outcome === 'timed-out') {
+        assert.strictEqual(info(words, 0).ends, ends, 'the death came while it slept, and did not wake it')
+        const q = enqueueWatchingAsync(words, 5, 0, ends, Infinity, true)
+        outcome = q === 'not-equal' ? 'not-equal' : await q.promise
+      }
+      assert.ok(outcome === 'ok' || outcome === 'not-equal', outcome)
+      assert.ok(info(words, 0).ends > ends, 'the death was counted')
+      assert.strictEqual(words[5], 0, 'nobody notified: the death woke it')
+    })
   })
 
   test('the records of a process killed while waiting do not use up the region: others can still wait', async () => {

@@ -59,7 +59,8 @@ const { show, timeoutOf, asyncOptions, deadlineOf, timeLeft } = require('./optio
 const { itemBytes, writeItem, readItem } = require('./wire')
 
 const {
-  cancelAsync, threadEnds, waitWatching, enqueueWatchingAsync, enqueueAsync, isThreadAlive, lockCompeteAsync, isRegionBuffer
+  cancelAsync, threadEnds, waitWatching, enqueueWatchingAsync, isThreadAlive, lockCompeteAsync, isRegionBuffer,
+  regionEnds
 } = futex.internal
 const { viewOf, WORD, ME, PROTOCOL } = lockInternal
 const { acquire } = require('./acquire')
@@ -783,7 +784,7 @@ function checkReceivers (s, read) {
     const seen = s.seenRead
     s.seenRead = read
     if (read !== seen && seen !== -1) return
-    ends = s.x.ends()
+    ends = s.x.sliceNow()
   }
   if (ends === s.seenEnds) return
   s.seenEnds = ends
@@ -1067,18 +1068,22 @@ const NO_LIMIT = { timeout: Infinity, signal: undefined }
 // a process, with a generation: src/region.rs), asks the region whether
 // that thread still lives (the kernel's record lock of its process, the
 // generation of its thread slot), takes its side locks by the region's
-// robust protocol (lib/region-lock.js), and sleeps in slices of SLICE ms:
-// nothing tells a sleeper of another process's death, and a process killed
-// inside the native call that commits and wakes may have made the change
-// without the wake-up. After each slice the sleeper takes its lock, tries
-// its step and looks at the other side again; a sender looks at the
-// receivers at most once per slice (`ends` is then the slice's number).
+// robust protocol (lib/region-lock.js), and sleeps watching the region's
+// count of ends: a thread or process gone (its death learnt by the
+// process's watcher of deaths where there is one, src/region/watch.rs)
+// wakes it, and each sleep lasts a slice at most (src/region.rs), since a
+// process killed inside the native call that commits and wakes may have
+// made the change without the wake-up. Woken, the sleeper takes its lock,
+// tries its step and looks at the other side again. A sender looks at the
+// receivers at most once per SLICE ms of the clock (`sliceNow`), and not
+// while it sees them take (`checkReceivers`).
 const SLICE = 50
 
 const THREADS = {
   me: ME,
   alive: (s, id) => isThreadAlive(id - 1),
   ends: threadEnds,
+  sliceNow: threadEnds, // (unused: checkReceivers reads threadEnds itself)
   sleep: waitWatching,
   sleepAsync: (ta, index, value, ends, timeout) => enqueueWatchingAsync(ta, index, value, ends, timeout, true),
   lockProtocol: COMPETING,
@@ -1090,9 +1095,10 @@ function regionStrategy (header) {
   return {
     me,
     alive: (s, id) => binding.regionOwnerAlive(s.st, id),
-    ends: () => Math.floor(performance.now() / SLICE),
-    sleep: (ta, index, value, ends, timeout) => futex.wait(ta, index, value, timeout < SLICE ? timeout : SLICE),
-    sleepAsync: (ta, index, value, ends, timeout) => enqueueAsync(ta, index, value, timeout < SLICE ? timeout : SLICE, true),
+    ends: () => regionEnds(header),
+    sliceNow: () => Math.floor(performance.now() / SLICE),
+    sleep: waitWatching,
+    sleepAsync: (ta, index, value, ends, timeout) => enqueueWatchingAsync(ta, index, value, ends, timeout, true),
     // Woken waiters compete (and a starving one is kept the word for a
     // slice at most): never a lock handed to a thread blocked elsewhere
     // for longer than that.

@@ -33,12 +33,14 @@
 // process of the machine) the queues are the region's, which know no
 // protocol: W means "waiters may sleep" (set by a waiter before it sleeps,
 // cleared by notifyAll), a notify moves the sequence on and then wakes, and
-// a sleeper wakes every SLICE ms to look at the sequence. A process killed
-// between a notify's two steps, or a woken sleeper killed before it
-// returned, therefore delays the others by at most a slice: they find the
-// sequence moved and return (a spurious return for all but one of them,
-// which the predicate loop absorbs). Nothing of a dead process is waited
-// for: the relock of a dead holder's lock returns 'owner-died'.
+// a sleeper sleeps watching: the end of a thread or process wakes it
+// (src/region.rs), and each sleep lasts a slice at most; woken, it looks at
+// the sequence. A process killed between a notify's two steps, or a woken
+// sleeper killed before it returned, therefore delays the others only
+// until its death is known: they find the sequence moved and return (a
+// spurious return for all but one of them, which the predicate loop
+// absorbs). Nothing of a dead process is waited for: the relock of a dead
+// holder's lock returns 'owner-died'.
 //
 // A notify's wake-up is not lost with a thread that stops before its wait
 // is over (docs/lock.md, "A woken sleeper whose thread stops"): the blocking
@@ -50,13 +52,12 @@
 const binding = require('./native')
 const { Atomics, checkCanBlock } = require('./host')
 const futex = require('./futex')
-const { conditionAsync, conditionRelocked, cancelAsync, enqueueAsync, inRegion } = futex.internal
+const { conditionAsync, conditionRelocked, cancelAsync, waitWatching, enqueueWatchingAsync, regionEnds, inRegion } = futex.internal
 const { internal: lockInternal } = require('./lock')
 const regionLock = require('./region-lock')
 const acquiring = require('./acquire')
 const { ACQUIRED, OWNER_DIED, LockOwnershipError, DeadlockError, SharedRegionError, abortError } = require('./errors')
 const { sharedView, timeoutOf, asyncOptions, now } = require('./options')
-const { SLICE } = require('./driver')
 
 const { viewOf, regionOf, heldByThisThread, acquireBlocking, acquireAsync, release, WORD, ME } = lockInternal
 
@@ -174,11 +175,10 @@ function regionMark (ta) {
 }
 
 // One sleep's outcome: 'ok' (the sequence moved on: notified, perhaps
-// for another sleeper), 'again' (a slice ran out, or W was cleared: sleep
-// on), 'timed-out'.
-function regionLook (ta, seen, r, deadline) {
+// for another sleeper), 'again' (a slice ran out, W was cleared, or a
+// thread or process ended: sleep on), 'timed-out'.
+function regionLook (ta, seen, deadline) {
   if (!unchanged(ta, seen)) return 'ok'
-  if (r === 'ok') return 'ok'
   return deadline - now() <= 0 ? 'timed-out' : 'again'
 }
 
@@ -189,9 +189,11 @@ function regionWait (ta, lock, timeout) {
   let outcome = timeout === 0 ? (unchanged(ta, seen) ? 'timed-out' : 'ok') : 'again'
   while (outcome === 'again') {
     const remaining = deadline - now()
+    const ends = regionEnds(ta)
     const v = regionMark(ta)
     if (!unchanged(ta, seen)) break
-    outcome = regionLook(ta, seen, futex.wait(ta, SEQ, v, remaining > SLICE ? SLICE : remaining), deadline)
+    waitWatching(ta, SEQ, v, ends, remaining)
+    outcome = regionLook(ta, seen, deadline)
   }
   if (outcome === 'again') outcome = 'ok'
   const status = regionLock.lock(lock.ta, lock.me, Infinity, 'Condition.wait')
@@ -213,14 +215,15 @@ function regionSleep (ta, seen, timeout, signal) {
     const step = (r) => {
       token = null
       if (signal !== undefined && signal.aborted) return finish('aborted')
-      const outcome = r === undefined ? (unchanged(ta, seen) ? 'again' : 'ok') : regionLook(ta, seen, r, deadline)
+      const outcome = r === undefined ? (unchanged(ta, seen) ? 'again' : 'ok') : regionLook(ta, seen, deadline)
       if (outcome !== 'again') return finish(outcome)
       for (;;) {
         const remaining = deadline - now()
         if (remaining <= 0) return finish('timed-out')
+        const ends = regionEnds(ta)
         const v = regionMark(ta)
         if (!unchanged(ta, seen)) return finish('ok')
-        const q = enqueueAsync(ta, SEQ, v, remaining > SLICE ? SLICE : remaining, true)
+        const q = enqueueWatchingAsync(ta, SEQ, v, ends, remaining, true)
         if (q === 'not-equal') continue
         token = q.token
         q.promise.then(step)

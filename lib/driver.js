@@ -32,28 +32,39 @@
 // call threw. A second failure ends the procedure where it is (its `finally`
 // blocks run). A procedure that throws rejects the promise with that.
 //
-// Over a shared region's memory (lib/region.js) a wait lasts at most SLICE
-// ms: a process killed between a change and its wake-up (the change and the
+// Over a shared region's memory (lib/region.js) a wait is *watching*: a
+// process killed between a change and its wake-up (the change and the
 // wake-up are one native call, but a SIGKILL can fall between its two
-// halves) would otherwise leave the sleepers asleep. A slice that runs out
-// reaches the procedure as 'timed-out', which it takes, as always, for "look
-// again": every procedure re-reads the state and its own deadline.
+// halves) would otherwise leave the sleepers asleep. The region's count of
+// ends is read before each step of the procedure (which looks at the state
+// and yields the wait), and the end of a thread or process wakes the
+// sleeper (src/region.rs, where each such sleep also lasts a slice at
+// most). A wake-up that is not a notify reaches the procedure as 'ok',
+// 'not-equal' or 'timed-out', which it takes, as always, for "look again":
+// every procedure re-reads the state and its own deadline.
 const futex = require('./futex')
 
 const { wait } = futex
-const { enqueueAsync, cancelAsync, inRegion } = futex.internal
-
-const SLICE = 50
-
-// The longest single wait on `ta`: SLICE over region memory, else Infinity.
-const sliceOf = (ta) => inRegion(ta) ? SLICE : Infinity
+const { enqueueAsync, enqueueWatchingAsync, waitWatching, regionEnds, cancelAsync, inRegion } = futex.internal
 
 function runBlocking (ta, gen) {
-  const slice = sliceOf(ta)
+  if (inRegion(ta)) return runBlockingInRegion(ta, gen)
   let step = gen.next()
   while (!step.done) {
     const w = step.value
-    step = gen.next(wait(ta, w.index, w.value, w.timeout > slice ? slice : w.timeout))
+    step = gen.next(wait(ta, w.index, w.value, w.timeout))
+  }
+  return step.value
+}
+
+function runBlockingInRegion (ta, gen) {
+  let ends = regionEnds(ta)
+  let step = gen.next()
+  while (!step.done) {
+    const w = step.value
+    const r = waitWatching(ta, w.index, w.value, ends, w.timeout)
+    ends = regionEnds(ta)
+    step = gen.next(r)
   }
   return step.value
 }
@@ -61,7 +72,7 @@ function runBlocking (ta, gen) {
 // Async waiters keep the event loop alive (keepAlive = true): a pending
 // acquisition is pending work.
 function runAsync (ta, gen, ctx, signal) {
-  const slice = sliceOf(ta)
+  const region = inRegion(ta)
   return new Promise((resolve, reject) => {
     let current = null // the queued waiter: { index, token, resume }
     const onAbort = () => {
@@ -88,12 +99,15 @@ function runAsync (ta, gen, ctx, signal) {
     function advance (result) {
       let step
       try {
+        let ends = region ? regionEnds(ta) : 0
         step = gen.next(result)
         while (!step.done) {
           const w = step.value
           let q
           try {
-            q = enqueueAsync(ta, w.index, w.value, w.timeout > slice ? slice : w.timeout, true)
+            q = region
+              ? enqueueWatchingAsync(ta, w.index, w.value, ends, w.timeout, true)
+              : enqueueAsync(ta, w.index, w.value, w.timeout, true)
           } catch (e) {
             if (failure !== null) {
               gen.return(undefined)
@@ -101,10 +115,12 @@ function runAsync (ta, gen, ctx, signal) {
             }
             failure = { error: e }
             ctx.cancelled = true
+            if (region) ends = regionEnds(ta)
             step = gen.next('cancelled')
             continue
           }
           if (q === 'not-equal') {
+            if (region) ends = regionEnds(ta)
             step = gen.next('not-equal')
             continue
           }
@@ -131,4 +147,4 @@ function runAsync (ta, gen, ctx, signal) {
   })
 }
 
-module.exports = { runBlocking, runAsync, SLICE }
+module.exports = { runBlocking, runAsync }

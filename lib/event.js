@@ -69,15 +69,15 @@
 //                     two sets before anyone took the first leave one signal
 //                     (.NET's AutoResetEvent says the same of itself)
 //
-// Sleepers over region memory wake every SLICE ms to look again
-// (lib/driver.js): a sleeper woken for a signal and killed before it took
-// it leaves SET in the word, and the next sleeper takes it within a slice.
+// Sleepers over region memory sleep watching (lib/driver.js): a sleeper
+// woken for a signal and killed before it took it leaves SET in the word,
+// and its death wakes the next sleeper, which takes it.
 const binding = require('./native')
 const { Atomics, checkCanBlock } = require('./host')
 const acquiring = require('./acquire')
 const futex = require('./futex')
-const { eventAsync, enqueueAsync, inRegion } = futex.internal
-const { runBlocking, runAsync, SLICE } = require('./driver')
+const { eventAsync, waitWatching, enqueueWatchingAsync, regionEnds, inRegion } = futex.internal
+const { runBlocking, runAsync } = require('./driver')
 const { ACQUIRED, E_TIMEOUT, abortError } = require('./errors')
 const { deadlineOf, timeLeft, show, sharedView, timeoutOf, asyncOptions } = require('./options')
 
@@ -265,11 +265,12 @@ function regionMark (ta) {
 function regionWait (ta, timeout) {
   const deadline = deadlineOf(timeout)
   for (;;) {
+    const ends = regionEnds(ta)
     if (regionTake(ta)) return true
     const remaining = timeLeft(deadline)
     if (remaining <= 0) return false
     const v = regionMark(ta)
-    if (v !== -1) futex.wait(ta, STATE, v, remaining > SLICE ? SLICE : remaining)
+    if (v !== -1) waitWatching(ta, STATE, v, ends, remaining)
   }
 }
 
@@ -281,10 +282,11 @@ const AUTO_REGION = {
   now: (ta, opts) => !(opts.signal !== undefined && opts.signal.aborted) && regionTake(ta),
   park (ta, waited, remaining) {
     for (;;) {
+      const ends = regionEnds(ta)
       if (regionTake(ta)) return ACQUIRED
       const v = regionMark(ta)
       if (v === -1) continue
-      const q = enqueueAsync(ta, STATE, v, remaining > SLICE ? SLICE : remaining, true)
+      const q = enqueueWatchingAsync(ta, STATE, v, ends, remaining, true)
       if (q === 'not-equal') continue
       return { token: q.token, promise: q.promise.then((o) => o === 'timed-out' ? 'ok' : o) }
     }

@@ -686,6 +686,10 @@ module.exports = {
       return info !== null && info.region
     },
     queueLength: binding.queueLength,
+    // The count of ends (threads and processes gone) the region of `ta`'s
+    // memory has seen: the `ends` of a watching wait over it (waitWatching,
+    // enqueueWatchingAsync), read before looking at what to wait for.
+    regionEnds: binding.regionEnds,
     threadId,
     // For tests: what the process holds natively (see src/lib.rs), what this
     // thread holds for its pending async waiters, and the probe of a blocked wait.

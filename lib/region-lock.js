@@ -20,9 +20,9 @@
 //
 //   lock     take a free word (0 → me·2, keeping C), or a word whose owner
 //            is dead (→ me·2 + C: 'owner-died'); else set C and wait on the
-//            word, in slices of SLICE ms, asking after each whether the
-//            owner still lives. A waiter that has slept takes the word with
-//            C set: others may still be queued behind it.
+//            word, watching (below), asking each time it wakes whether
+//            the owner still lives. A waiter that has slept takes the word
+//            with C set: others may still be queued behind it.
 //   unlock   me·2 → 0 if C is clear; else store 0 and wake one waiter.
 //
 // The queue of the word is FIFO, and a woken waiter competes with threads
@@ -31,18 +31,24 @@
 // mode (STARVE): an unlock then leaves the word free for the waiter it
 // wakes (the oldest), and newcomers queue instead of taking it. The waiter
 // that takes it clears the bit. Were nobody left to wake, a newcomer takes
-// it after its first slice. A dead owner is noticed within one slice by
-// every waiter that sleeps on the word.
+// it after its first slice.
+//
+// A waiter sleeps *watching* (waitWatching over a region): it reads the
+// region's count of ends before it looks at the owner, and the end of a
+// thread or process (its thread slot given back, or its death, which the
+// process's watcher of deaths learns of at once: src/region/watch.rs)
+// wakes it, so that a dead owner is noticed when it dies. Each sleep still
+// lasts one slice at most (src/region.rs, `slice_end`: a second where the
+// watcher follows every process of the region, else 50 ms).
 const binding = require('./native')
 const futex = require('./futex')
-const { enqueueAsync } = futex.internal
+const { waitWatching, enqueueWatchingAsync, regionEnds } = futex.internal
 const { now } = require('./options')
 const { ACQUIRED, OWNER_DIED, LockTimeoutError, LockOwnershipError, DeadlockError } = require('./errors')
 
 const WORD = 0
 const C = 1
 const STARVE = 1 << 31
-const SLICE = 50
 const STARVING = 1
 
 const ownerOf = (w) => (w >>> 1) & 0x3fffffff
@@ -88,15 +94,22 @@ function lock (ta, me, timeout, what) {
   const start = now()
   const deadline = start + timeout
   let contended = false
+  let ends = -1 // the count of ends, read before the look at the owner
   for (;;) {
     const r = attempt(ta, me, contended)
     if (typeof r === 'string') return r
     if (ownerOf(r) === me) throw new DeadlockError(`${what}: this thread already holds the lock; blocking would never end`)
+    if (ends === -1) {
+      // (Not read for the first try, which usually takes the lock.)
+      ends = regionEnds(ta)
+      continue
+    }
     const w = markWaiting(ta, r, contended && now() - start > STARVING)
     if (w === -1) continue
     const remaining = deadline - now()
     if (remaining <= 0) throw new LockTimeoutError(`${what}: not acquired within ${timeout} ms`)
-    futex.wait(ta, WORD, w, Math.min(remaining, SLICE))
+    waitWatching(ta, WORD, w, ends, remaining)
+    ends = regionEnds(ta)
     contended = true
   }
 }
@@ -124,12 +137,13 @@ function protocol (me) {
       Atomics.compareExchange(ta, WORD, 0, me << 1) === 0,
     park (ta, waited, remaining) {
       for (;;) {
+        const ends = regionEnds(ta)
         // A waiter that was woken (waited > 0) takes the word with C.
         const r = attempt(ta, me, waited > 0)
         if (typeof r === 'string') return r
         const w = markWaiting(ta, r, waited > STARVING)
         if (w === -1) continue
-        const q = enqueueAsync(ta, WORD, w, Math.min(remaining, SLICE), true)
+        const q = enqueueWatchingAsync(ta, WORD, w, ends, remaining, true)
         if (q === 'not-equal') continue
         // A slice that ran out is a look again: acquire.js ends the wait
         // once no time remains.

@@ -22,23 +22,26 @@
 // Every change is made under the mutex; the next holder of a mutex whose
 // holder died processes every queue again. A request waits on its slot's STATE
 // word (the region's shared queues): the process that grants it (any
-// process, under the mutex) stores HELD and wakes it. Waiters wake every
-// SLICE ms to sweep: requests and locks of threads that are gone (a process
-// killed with SIGKILL, a worker that ended) are removed and the queues they
-// held up processed, so a dead holder's lock is granted on within a slice.
+// process, under the mutex) stores HELD and wakes it. Waiters sleep
+// watching (the region's count of ends: a thread or process gone wakes
+// them, src/region.rs) and sweep when an end came since their manager's
+// last sweep, or when a slice ran out: requests and locks of threads that
+// are gone (a process killed with SIGKILL, a worker that ended) are removed
+// and the queues they held up processed, so a dead holder's lock is granted
+// on as soon as its death is known (at once where the process's watcher of
+// deaths follows the region; else within a slice of 50 ms).
 // A slot's fields are written before its STATE: a process killed in the
 // middle leaves a FREE slot or one the sweep removes.
 const { threadId } = require('worker_threads')
 const { setImmediate } = require('timers')
 const binding = require('./native')
 const futex = require('./futex')
-const { enqueueAsync, cancelAsync } = futex.internal
+const { enqueueAsync, enqueueWatchingAsync, waitWatching, cancelAsync, regionEnds } = futex.internal
 const { AsyncLock } = require('./lock')
 const { SharedRegionError, DeadlockError, OWNER_DIED } = require('./errors')
 const { checkCanBlock } = require('./host')
 const { parse, reasonOf, domError, newLock, adopt, cycleDeadlock } = require('./web-locks').internal
 
-const SLICE = 50
 const SLOTS = 1024
 const SLOT_WORDS = 128
 const FIRST_SLOT = 16
@@ -77,7 +80,8 @@ class SharedLockManager {
     if (key !== MANAGER) throw new TypeError('Illegal constructor')
     const w = new Int32Array(buffer)
     const mutex = new AsyncLock(buffer, 0)
-    this[MANAGER] = { w, mutex, me: binding.regionOwner(w) }
+    // sweptEnds: the region's count of ends as the last sweep here read it first.
+    this[MANAGER] = { w, mutex, me: binding.regionOwner(w), sweptEnds: -1 }
     adopt(this)
   }
 
@@ -271,6 +275,7 @@ function processQueue (w, name) {
 // and processes the queues they were in.
 function sweep (m) {
   const w = m.w
+  m.sweptEnds = regionEnds(w)
   const names = new Set()
   for (let s = 0; s < SLOTS; s++) {
     const b = at(s)
@@ -393,9 +398,13 @@ function requestSync (m, name, opts, fn) {
   if (slot === FULL) throw fullError()
   if (slot === UNAVAILABLE) return Reflect.apply(fn, undefined, [null])
   const b = at(slot)
-  while (Atomics.load(w, b + STATE) === PENDING) {
-    // A slice that runs out sweeps for dead holders.
-    if (futex.wait(w, b + STATE, PENDING, SLICE) === 'timed-out') locked(m, () => sweep(m))
+  for (;;) {
+    const ends = regionEnds(w)
+    // A thread or process gone since the last sweep: sweep for dead holders.
+    if (ends !== m.sweptEnds) locked(m, () => sweep(m))
+    if (Atomics.load(w, b + STATE) !== PENDING) break
+    // So does a slice that runs out.
+    if (waitWatching(w, b + STATE, PENDING, ends, Infinity) === 'timed-out') locked(m, () => sweep(m))
   }
   let done = false
   let result
@@ -483,10 +492,12 @@ function request (m, name, opts, fn, resolve, reject) {
   }
   const step = () => {
     if (done) return
+    const ends = regionEnds(w)
+    if (ends !== m.sweptEnds) locked(m, () => sweep(m))
     const st = Atomics.load(w, b + STATE)
     if (st === HELD) return granted()
     if (st !== PENDING) return
-    const q = enqueueAsync(w, b + STATE, PENDING, SLICE, true)
+    const q = enqueueWatchingAsync(w, b + STATE, PENDING, ends, Infinity, true)
     if (q === 'not-equal') return step()
     token = q.token
     q.promise.then((outcome) => {

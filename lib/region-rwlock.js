@@ -24,14 +24,15 @@
 // together, a writer is not starved by a stream of readers, nor readers by
 // a stream of writers (in the order they came, as a task-fair lock). A
 // newcomer passes a waiter only while it has waited less than 1 ms. Waiters
-// sleep on SEQ in slices of SLICE ms; every unlock wakes every waiter, and
-// each looks whether it may go.
+// sleep on SEQ watching (the region's count of ends, read before the look:
+// the end of a thread or process wakes them, src/region.rs; each sleep also
+// lasts a slice at most); every unlock wakes every waiter, and each looks
+// whether it may go.
 const futex = require('./futex')
 const held = require('./held')
 const binding = require('./native')
-const { enqueueAsync } = futex.internal
+const { waitWatching, enqueueWatchingAsync, regionEnds } = futex.internal
 const { holdsOf, register, LINED } = require('./region-holds')
-const { SLICE } = require('./driver')
 const { now } = require('./options')
 const acquiring = require('./acquire')
 const { ACQUIRED, OWNER_DIED, LockTimeoutError, LockOwnershipError, DeadlockError } = require('./errors')
@@ -166,6 +167,7 @@ function block (ta, write, timeout, what) {
   const deadline = now() + timeout
   try {
     for (;;) {
+      const ends = regionEnds(ta)
       const seen = Atomics.load(ta, SEQ)
       const r = write ? writeOnce(ta, true, timeout !== 0) : readOnce(ta, true, timeout !== 0)
       if (r === MINE) {
@@ -176,7 +178,7 @@ function block (ta, write, timeout, what) {
       if (r !== BUSY) return r
       const remaining = deadline - now()
       if (remaining <= 0) throw new LockTimeoutError(`${what}: not acquired within ${timeout} ms`)
-      futex.wait(ta, SEQ, seen, remaining > SLICE ? SLICE : remaining)
+      waitWatching(ta, SEQ, seen, ends, remaining)
     }
   } catch (e) {
     // A deadlock, a timeout, or a wait that could not be queued: out of the line.
@@ -203,11 +205,12 @@ function protocolOf (write) {
     now: (ta, opts) => !(opts.signal !== undefined && opts.signal.aborted) && once(ta, false, false) === ACQUIRED,
     park (ta, waited, remaining) {
       for (;;) {
+        const ends = regionEnds(ta)
         const seen = Atomics.load(ta, SEQ)
         const r = once(ta, true, true)
         // An async acquisition behind this thread's own hold waits for it.
         if (r !== BUSY && r !== MINE) return r
-        const q = enqueueAsync(ta, SEQ, seen, remaining > SLICE ? SLICE : remaining, true)
+        const q = enqueueWatchingAsync(ta, SEQ, seen, ends, remaining, true)
         if (q === 'not-equal') continue
         return { token: q.token, promise: q.promise.then((o) => o === 'timed-out' ? 'ok' : o) }
       }

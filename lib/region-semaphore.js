@@ -27,14 +27,15 @@
 // whose process died is taken out by the next look. LINED goes when the
 // line is found empty; without it a take looks at no other entry.
 //
-// Acquirers sleep on SEQ in slices of SLICE ms (a release's wake-up comes
-// after its transaction, and a process killed between the two must not
-// leave anyone asleep); every release wakes every waiter, and each looks
-// whether it is first.
+// Acquirers sleep on SEQ watching (a release's wake-up comes after its
+// transaction, and a process killed between the two must not leave anyone
+// asleep: the region's count of ends, read before the look, and the end of
+// a thread or process wakes every watching sleeper, src/region.rs; each
+// sleep also lasts a slice at most); every release wakes every waiter, and
+// each looks whether it is first.
 const futex = require('./futex')
-const { enqueueAsync } = futex.internal
+const { waitWatching, enqueueWatchingAsync, regionEnds } = futex.internal
 const { holdsOf, register, LINED } = require('./region-holds')
-const { SLICE } = require('./driver')
 const { now } = require('./options')
 const { ACQUIRED, LockTimeoutError } = require('./errors')
 
@@ -106,11 +107,12 @@ function acquire (ta, n, timeout, what) {
   const deadline = now() + timeout
   try {
     for (;;) {
+      const ends = regionEnds(ta)
       const seen = Atomics.load(ta, SEQ)
       if (take(ta, n, timeout !== 0)) return
       const remaining = deadline - now()
       if (remaining <= 0) throw new LockTimeoutError(`${what}: ${missing(n)} within ${timeout} ms`)
-      futex.wait(ta, SEQ, seen, remaining > SLICE ? SLICE : remaining)
+      waitWatching(ta, SEQ, seen, ends, remaining)
     }
   } catch (e) {
     // Timed out, or a wait that could not be queued: out of the line.
@@ -129,9 +131,10 @@ function protocol (n) {
     now: (ta, opts) => !(opts.signal !== undefined && opts.signal.aborted) && take(ta, n, false),
     park (ta, waited, remaining) {
       for (;;) {
+        const ends = regionEnds(ta)
         const seen = Atomics.load(ta, SEQ)
         if (take(ta, n, true)) return ACQUIRED
-        const q = enqueueAsync(ta, SEQ, seen, remaining > SLICE ? SLICE : remaining, true)
+        const q = enqueueWatchingAsync(ta, SEQ, seen, ends, remaining, true)
         if (q === 'not-equal') continue
         return { token: q.token, promise: q.promise.then((o) => o === 'timed-out' ? 'ok' : o) }
       }

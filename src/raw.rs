@@ -183,7 +183,16 @@ unsafe fn wait(
                     Err(_) => return throw(env, region::full_error()),
                 }
             }
-            (_, Some(_)) => return throw(env, region::unsupported_here()),
+            (Some(ends), Some((region, offset))) => {
+                // A watching wait over a region: woken also by every end
+                // the region's queues see (a thread or process gone),
+                // and lasting at most the region's slice.
+                let validate = || cell.holds(expected) && region.queues().ends() as f64 == ends;
+                match region.queues().wait_watching(offset, validate, region.slice_end(at), SLICE, || !js_alive(env)) {
+                    Ok(result) => result,
+                    Err(_) => return throw(env, region::full_error()),
+                }
+            }
             (None, None) => TABLE.wait(cell.key(), || cell.holds(expected), at, SLICE, || !js_alive(env)),
             (Some(ends), None) => {
                 let validate = |_| cell.holds(expected) && ends_are(ends);
@@ -331,12 +340,17 @@ unsafe fn wait_async(env: sys::napi_env, argv: [sys::napi_value; 6], ends: Optio
         sys::napi_get_value_bool(env, keep_alive, &mut keep);
         let at = deadline(number(env, timeout));
         if let Some((region, offset)) = region::find(cell.key()) {
-            if ends.is_some() {
-                return throw(env, region::unsupported_here());
-            }
-            // Its deadline is the region's listener's, not the timer's.
+            // Its deadline is the region's listener's, not the timer's. A
+            // watching one (see `wait`) lasts at most the region's slice.
             let token = Token::new(slot, keep, false);
-            return match region.wait_async(offset, || cell.holds(expected), owner.clone(), token, at, env) {
+            let queued_here = match ends {
+                None => region.wait_async(offset, || cell.holds(expected), owner.clone(), token, at, env, false),
+                Some(ends) => {
+                    let validate = || cell.holds(expected) && region.queues().ends() as f64 == ends;
+                    region.wait_async(offset, validate, owner.clone(), token, region.slice_end(at), env, true)
+                }
+            };
+            return match queued_here {
                 Ok(Some(ticket)) => from_f64(env, queued(&owner, ticket, None)),
                 Ok(None) => from_f64(env, 0.0),
                 Err(e) => throw(env, e),

@@ -64,6 +64,9 @@ pub(crate) struct Region {
     pending: Mutex<PendingSet>,
     listener: Mutex<bool>,
     delivering: Mutex<()>,
+    /// Whether this process's watcher of deaths follows every other process
+    /// of the region (src/region/watch.rs).
+    watched: AtomicBool,
 }
 
 #[derive(Default)]
@@ -80,6 +83,10 @@ struct PendingSet {
 // the value is dropped.
 unsafe impl Send for Region {}
 unsafe impl Sync for Region {}
+
+/// The slice of a watching wait over a region whose deaths this process's
+/// watcher follows (see `Region::slice_end`).
+const WATCHED_SLICE: Duration = Duration::from_secs(1);
 
 /// Every region mapped by this process.
 static REGIONS: RwLock<Vec<Arc<Region>>> = RwLock::new(Vec::new());
@@ -120,6 +127,7 @@ impl Region {
 
     /// Queues an async waiter of `owner` on `offset` if `validate()`; its
     /// outcome comes through the wait table's delivery. `Ok(None)`: not queued.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn wait_async(
         self: &Arc<Region>,
         offset: u32,
@@ -128,6 +136,7 @@ impl Region {
         token: Token,
         deadline: Option<Instant>,
         env: sys::napi_env,
+        watching: bool,
     ) -> Result<Option<Ticket>> {
         let r = self.queues.alloc().ok_or_else(full)?;
         self.queues.set_bell(r, os::thread_bell(env));
@@ -135,12 +144,11 @@ impl Region {
         let park = Park { protocol: &REGION_ASYNC, token: r as ParkToken, since: Instant::now() };
         // Not under `pending`'s lock: the wait table calls `left` (which
         // takes it) under its own.
-        let ticket = TABLE.park_async(
-            key,
-            |_| self.queues.enqueue(r, offset, true, validate).then_some(token.0),
-            park,
-            owner as Arc<dyn Owner>,
-        );
+        let enqueue = |validate| match watching {
+            false => self.queues.enqueue(r, offset, true, validate),
+            true => self.queues.enqueue_watching(r, offset, true, validate),
+        };
+        let ticket = TABLE.park_async(key, |_| enqueue(validate).then_some(token.0), park, owner as Arc<dyn Owner>);
         let Some(ticket) = ticket else {
             self.queues.free(r);
             return Ok(None);
@@ -180,6 +188,17 @@ impl Region {
         let token = TABLE.take(ticket.key, ticket.seq);
         self.queues.free(self.record_of(ticket.key));
         token
+    }
+
+    /// The deadline of one watching wait that asked for `deadline`: at most
+    /// one slice on. A slice is long where this process's watcher learns
+    /// of every death in the region at once (`os::watches`), so that only a
+    /// failure of that watcher is left for the slice to catch; else short:
+    /// nothing else tells a sleeper of another process's death.
+    pub(crate) fn slice_end(&self, deadline: Option<Instant>) -> Option<Instant> {
+        let slice = if os::watches(self) { WATCHED_SLICE } else { crate::SLICE };
+        let end = Instant::now() + slice;
+        Some(deadline.map_or(end, |d| d.min(end)))
     }
 
     fn ring_myself(&self) {
@@ -561,6 +580,7 @@ fn register(
         pending: Mutex::new(PendingSet::default()),
         listener: Mutex::new(false),
         delivering: Mutex::new(()),
+        watched: AtomicBool::new(false),
     });
     let mut regions = REGIONS.write();
     regions.push(region.clone());
@@ -795,6 +815,11 @@ pub struct RegionInfo {
     pub bell: u32,
     /// Times this process's bells were found rung.
     pub bell_rings: f64,
+    /// The region's count of ends seen (threads and processes gone).
+    pub ends: u32,
+    /// Whether this process's watcher of deaths follows every other process
+    /// of the region (src/region/watch.rs): its watching waits sleep long.
+    pub watched: bool,
 }
 
 #[napi(js_name = "regionInfo")]
@@ -809,7 +834,20 @@ pub fn region_info(env: Env, ta: Unknown, index: f64) -> Result<Option<RegionInf
         queued: r.queues.len(offset) as u32,
         bell,
         bell_rings: rings as f64,
+        ends: r.queues.ends(),
+        watched: os::watches(&r),
     }))
+}
+
+/// `regionEnds(ta)`: the count of ends the region of `ta`'s memory has
+/// seen (threads and processes gone: futex-core's `Queues::end_seen`), for
+/// a watching wait (`waitWatching`) over it; -1 if `ta` is not region
+/// memory. Read it before looking at the state to wait on.
+#[napi(js_name = "regionEnds")]
+pub fn region_ends(env: Env, ta: Unknown) -> Result<f64> {
+    // SAFETY: handles of this call; only the address is used.
+    let base = unsafe { crate::cell::Cell::base(env.raw(), ta.raw())? };
+    Ok(find(base).map_or(-1.0, |(region, _)| region.queues.ends() as f64))
 }
 
 /// Whether `ta`'s memory is a region's.
@@ -822,13 +860,4 @@ pub fn in_region(env: Env, ta: Unknown) -> Result<bool> {
 
 pub(crate) fn full_error() -> Error {
     full()
-}
-
-/// For the calls that region memory does not support yet (watching waits,
-/// the primitives' protocols).
-pub(crate) fn unsupported_here() -> Error {
-    coded(
-        "ERR_REGION_UNSUPPORTED",
-        "this call does not work on a shared region's memory yet: use wait, notify and waitAsync there".to_owned(),
-    )
 }

@@ -59,10 +59,16 @@ static NEXT: AtomicU32 = AtomicU32::new(1);
 static RUNG: AtomicU64 = AtomicU64::new(0);
 
 fn address(bells: u64, bell: u32) -> (libc::sockaddr_un, libc::socklen_t) {
+    address_named(bells, &bell.to_string())
+}
+
+/// The abstract address `shared-futex-bell/<bells>/<what>`: a thread's bell
+/// (`what` its number) or the watcher of deaths (`w`: src/region/watch.rs).
+fn address_named(bells: u64, what: &str) -> (libc::sockaddr_un, libc::socklen_t) {
     // SAFETY: plain data.
     let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     a.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let name = format!("shared-futex-bell/{bells:016x}/{bell}");
+    let name = format!("shared-futex-bell/{bells:016x}/{what}");
     // sun_path[0] stays 0: the abstract namespace (no file).
     for (i, b) in name.bytes().enumerate() {
         a.sun_path[i + 1] = b as libc::c_char;
@@ -74,6 +80,33 @@ fn address(bells: u64, bell: u32) -> (libc::sockaddr_un, libc::socklen_t) {
 /// Sends one byte to bell `bell` of the process whose bells are `bells`.
 /// True only if it is queued there.
 pub(super) fn ring(bells: u64, bell: u32) -> bool {
+    send_to(address(bells, bell))
+}
+
+/// Sends one byte to `shared-futex-bell/<bells>/<what>`. True if queued.
+pub(super) fn ring_named(bells: u64, what: &str) -> bool {
+    send_to(address_named(bells, what))
+}
+
+/// A non-blocking datagram socket bound to this process's
+/// `shared-futex-bell/<bells>/<what>`, or -1.
+pub(super) fn bind_named(what: &str) -> i32 {
+    // SAFETY: a plain socket call.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0) };
+    if fd < 0 {
+        return -1;
+    }
+    let (a, len) = address_named(*BELLS, what);
+    // SAFETY: our socket and a valid address.
+    if unsafe { libc::bind(fd, &a as *const libc::sockaddr_un as *const libc::sockaddr, len) } != 0 {
+        // SAFETY: our socket, closed once.
+        unsafe { libc::close(fd) };
+        return -1;
+    }
+    fd
+}
+
+fn send_to((a, len): (libc::sockaddr_un, libc::socklen_t)) -> bool {
     static SENDER: LazyLock<c_int> = LazyLock::new(|| {
         // SAFETY: a plain socket call.
         unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0) }
@@ -82,7 +115,6 @@ pub(super) fn ring(bells: u64, bell: u32) -> bool {
     if fd < 0 {
         return false;
     }
-    let (a, len) = address(bells, bell);
     // SAFETY: our socket, a 1-byte buffer, a valid address.
     let n = unsafe {
         libc::sendto(

@@ -26,6 +26,9 @@ use super::{coded, map_under_init_lock, mapped_already, register, settle_layout,
 #[cfg(target_os = "linux")]
 #[path = "bell.rs"]
 mod bell;
+#[cfg(target_os = "linux")]
+#[path = "watch.rs"]
+mod watch;
 
 pub(crate) struct Sys {
     fd: i32,
@@ -376,8 +379,14 @@ fn map(fd: i32, path: &str, user_bytes: u32, layout: Layout, build: &str) -> Res
         return Err(slots_full(path, layout));
     }
     #[cfg(target_os = "linux")]
-    queues.set_bells(*bell::BELLS);
-    Ok((register(queues, base, size, layout, id, path), false))
+    {
+        queues.set_bells(*bell::BELLS);
+        queues.set_ns(*watch::NS);
+    }
+    let region = register(queues, base, size, layout, id, path);
+    #[cfg(target_os = "linux")]
+    watch::announce(&region);
+    Ok((region, false))
 }
 
 /// The file's first bytes (the header), or none if it is shorter.
@@ -492,3 +501,16 @@ pub(super) fn unlink(path: &str) -> Result<bool> {
 }
 
 pub(super) const SUPPORTED: bool = true;
+
+/// Whether this process learns of every death of the region's processes at
+/// once (Linux: src/region/watch.rs), so that its watching waits can sleep
+/// long.
+pub(super) fn watches(region: &Region) -> bool {
+    #[cfg(target_os = "linux")]
+    return watch::watches(region);
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = region;
+        false
+    }
+}

@@ -507,3 +507,9 @@ pub(super) fn thread_bell(_env: napi::sys::napi_env) -> u32 {
 pub(super) fn bell_info() -> (u32, u64) {
     (0, 0)
 }
+
+/// Whether this process learns of every death of the region's processes at
+/// once (no: its watching waits sleep in short slices).
+pub(super) fn watches(_region: &Region) -> bool {
+    false
+}

@@ -97,6 +97,8 @@ const WAITING: u32 = 2;
 const NOTIFIED: u32 = 3;
 /// A record waited for by an async waiter: its notifier rings the owner's doorbell.
 const ASYNC: u32 = 1;
+/// A watching waiter's record: every end seen wakes it ([`Queues::end_seen`]).
+const WATCHING: u32 = 2;
 
 const LOCKED: u32 = 1;
 const CONTENDED: u32 = 2;
@@ -139,7 +141,11 @@ pub struct Header {
     /// Where the next record search starts.
     hint: AtomicU32,
     pub threads: AtomicU32,
-    _reserved: [AtomicU32; 8],
+    /// Ends seen: a thread that gave its owner id back, a process that
+    /// gave its slot back or was found dead. Each is counted, then every
+    /// watching waiter is woken ([`Queues::end_seen`]).
+    pub ends: AtomicU32,
+    _reserved: [AtomicU32; 7],
     /// The embedder's version string (NUL-padded), so that two builds that
     /// might lay out their users' words differently refuse each other.
     pub build: [AtomicU32; 16],
@@ -158,6 +164,10 @@ pub struct Slot {
     /// [`Os::ring_bell`]. Set by the process after its claim, before it
     /// queues a record that names a bell.
     pub bells: [AtomicU32; 2],
+    /// The embedder's name of the claimer's pid namespace (0: unknown), so
+    /// that `pid` is only read where it means the same process. Set after
+    /// the claim.
+    pub ns: AtomicU32,
 }
 
 #[repr(C, align(64))]
@@ -324,13 +334,14 @@ pub fn model_block(layout: Layout, user_bytes: u32) -> *const u8 {
                 user_bytes: z(),
                 hint: z(),
                 threads: z(),
+                ends: z(),
                 _reserved: std::array::from_fn(|_| z()),
                 build: std::array::from_fn(|_| z()),
             },
         );
         for i in 0..layout.slots as usize {
             let at = base.add(layout.slots_at()) as *mut Slot;
-            std::ptr::write(at.add(i), Slot { gen: z(), pid: z(), doorbell: z(), bells: [z(), z()] });
+            std::ptr::write(at.add(i), Slot { gen: z(), pid: z(), doorbell: z(), bells: [z(), z()], ns: z() });
         }
         for i in 0..layout.buckets as usize {
             let at = base.add(layout.buckets_at()) as *mut Bucket;
@@ -417,13 +428,22 @@ impl<O: Os> Queues<O> {
                 continue;
             }
             let slot = self.slot(i);
+            // Cleared before the generation moves on: whoever reads the
+            // new generation reads 0 or this claimer's namespace (then its
+            // pid too: `set_ns`).
+            slot.ns.store(0, SeqCst);
             let gen = slot.gen.fetch_add(1, SeqCst).wrapping_add(1);
-            slot.pid.store(pid, Relaxed);
+            slot.pid.store(pid, SeqCst);
             for w in &slot.bells {
                 w.store(0, Relaxed);
             }
             self.me = Tag::new(i, gen);
             self.purge_slot(i);
+            if gen != 1 {
+                // The slot's last process is gone (its kernel lock is
+                // free): an end, whether or not anyone saw it yet.
+                self.end_seen();
+            }
             return Some(i);
         }
         None
@@ -623,6 +643,12 @@ impl<O: Os> Queues<O> {
         slot.bells[1].store((bells >> 32) as u32, Relaxed);
     }
 
+    /// Names this process's pid namespace in its slot (see [`Slot::ns`]):
+    /// after its claim, which stored its pid before.
+    pub fn set_ns(&self, ns: u32) {
+        self.slot(self.me.slot()).ns.store(ns, SeqCst);
+    }
+
     /// Reserved record `r`, queued as async, is to ring `bell` of this
     /// process when notified (0: the doorbell). Before [`enqueue`](Self::enqueue).
     pub fn set_bell(&self, r: u32, bell: u32) {
@@ -633,6 +659,20 @@ impl<O: Os> Queues<O> {
     /// bucket lock, says so; an async record rings this process's doorbell
     /// when notified. False: not queued (the record stays reserved).
     pub fn enqueue(&self, r: u32, key: u32, is_async: bool, validate: impl FnOnce() -> bool) -> bool {
+        self.enqueue_as(r, key, if is_async { ASYNC } else { 0 }, validate)
+    }
+
+    /// [`enqueue`](Self::enqueue) as a *watching* waiter: besides a notify,
+    /// every end seen from now on ([`end_seen`](Self::end_seen)) wakes it
+    /// as a notify would (uncounted). The caller's `validate` compares
+    /// [`ends`](Self::ends) with the count it read before it looked at
+    /// the state it waits on, so that an end after its look either stops
+    /// it here or finds it queued.
+    pub fn enqueue_watching(&self, r: u32, key: u32, is_async: bool, validate: impl FnOnce() -> bool) -> bool {
+        self.enqueue_as(r, key, WATCHING | if is_async { ASYNC } else { 0 }, validate)
+    }
+
+    fn enqueue_as(&self, r: u32, key: u32, flags: u32, validate: impl FnOnce() -> bool) -> bool {
         let b = self.bucket_of(key);
         self.lock(b);
         if !validate() {
@@ -645,7 +685,7 @@ impl<O: Os> Queues<O> {
         bucket.seq.store(seq.wrapping_add(1), Relaxed);
         rec.key.store(key, Relaxed);
         rec.seq.store(seq, Relaxed);
-        rec.flags.store(if is_async { ASYNC } else { 0 }, Relaxed);
+        rec.flags.store(flags, Relaxed);
         rec.state.store(self.me.0 | WAITING, Release);
         self.link(b, r);
         self.unlock(b);
@@ -705,10 +745,36 @@ impl<O: Os> Queues<O> {
         validate: impl FnOnce() -> bool,
         deadline: Option<Instant>,
         slice: Duration,
+        interrupted: impl FnMut() -> bool,
+    ) -> Result<WaitResult, Full> {
+        self.wait_as(key, 0, validate, deadline, slice, interrupted)
+    }
+
+    /// [`wait`](Self::wait) as a watching waiter (see
+    /// [`enqueue_watching`](Self::enqueue_watching)): an end seen wakes it
+    /// with `Ok`.
+    pub fn wait_watching(
+        &self,
+        key: u32,
+        validate: impl FnOnce() -> bool,
+        deadline: Option<Instant>,
+        slice: Duration,
+        interrupted: impl FnMut() -> bool,
+    ) -> Result<WaitResult, Full> {
+        self.wait_as(key, WATCHING, validate, deadline, slice, interrupted)
+    }
+
+    fn wait_as(
+        &self,
+        key: u32,
+        flags: u32,
+        validate: impl FnOnce() -> bool,
+        deadline: Option<Instant>,
+        slice: Duration,
         mut interrupted: impl FnMut() -> bool,
     ) -> Result<WaitResult, Full> {
         let r = self.alloc().ok_or(Full::Records)?;
-        if !self.enqueue(r, key, false, validate) {
+        if !self.enqueue_as(r, key, flags, validate) {
             self.free(r);
             return Ok(WaitResult::NotEqual);
         }
@@ -784,10 +850,17 @@ impl<O: Os> Queues<O> {
             }
         }
         self.unlock(b);
+        self.wake_records(&woken);
+        woken.len()
+    }
+
+    /// Wakes the sleepers of records just marked `NOTIFIED` (record, its
+    /// state, its bell if async), after their buckets' locks are let go.
+    fn wake_records(&self, woken: &[(u32, u32, Option<u32>)]) {
         // The records may be reused from here on: a stray wake-up is one
         // more early return for their next sleeper, which looks again.
         let mut rung: Vec<(u32, u32)> = Vec::new();
-        for &(r, state, bell) in &woken {
+        for &(r, state, bell) in woken {
             match bell {
                 Some(bell) => {
                     let slot = Tag::of(state).slot();
@@ -815,6 +888,44 @@ impl<O: Os> Queues<O> {
         for slot in doorbells {
             self.ring(slot);
         }
+    }
+
+    /// The count of ends seen (see [`Header::ends`]), for a watching
+    /// waiter to read before it looks at what it depends on.
+    pub fn ends(&self) -> u32 {
+        self.header().ends.load(SeqCst)
+    }
+
+    /// Counts an end (a thread or process gone, whatever it held now free
+    /// to be taken over) and wakes every watching waiter of every process,
+    /// each as a notify would, without counting it for anyone: each looks
+    /// again. Returns how many it woke. Also called by whoever learns of a
+    /// process's death (the embedder's watcher of process deaths).
+    pub fn end_seen(&self) -> usize {
+        self.header().ends.fetch_add(1, SeqCst);
+        let mut woken: Vec<(u32, u32, Option<u32>)> = Vec::new();
+        // Bucket by bucket, under its lock: a waiter validates the count
+        // under the same lock, so it either saw the new count (and did not
+        // queue) or is in the list here.
+        for b in 0..self.layout.buckets {
+            self.lock(b);
+            let mut at = self.bucket(b).head.load(Relaxed);
+            while at != 0 {
+                let r = at - 1;
+                let rec = self.record(r);
+                at = rec.next.load(Relaxed);
+                let flags = rec.flags.load(Relaxed);
+                if flags & WATCHING == 0 {
+                    continue;
+                }
+                let state = rec.state.load(Relaxed);
+                rec.state.store(Tag::of(state).0 | NOTIFIED, Release);
+                self.unlink(b, r);
+                woken.push((r, Tag::of(state).0 | NOTIFIED, (flags & ASYNC != 0).then(|| rec.bell.load(Relaxed))));
+            }
+            self.unlock(b);
+        }
+        self.wake_records(&woken);
         woken.len()
     }
 
@@ -856,6 +967,7 @@ impl<O: Os> Queues<O> {
     /// releases the slot's kernel lock afterwards.
     pub fn release_slot(&self) {
         self.slot(self.me.slot()).gen.fetch_add(1, SeqCst);
+        self.end_seen();
     }
 
     fn thread_slot(&self, i: u32) -> &ThreadSlot {
@@ -888,8 +1000,11 @@ impl<O: Os> Queues<O> {
         }
         let t = self.thread_slot(i);
         if t.gen.load(Acquire) & 0x3ffff == owner >> 12 && t.tag.load(Acquire) == self.me.0 {
-            t.gen.fetch_add(1, AcqRel);
-            t.tag.store(0, Release);
+            t.gen.fetch_add(1, SeqCst);
+            t.tag.store(0, SeqCst);
+            // Whatever it held (a lock word naming it) is free to take
+            // over: its watching waiters look again.
+            self.end_seen();
         }
     }
 

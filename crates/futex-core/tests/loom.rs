@@ -2539,4 +2539,31 @@ mod shared_queues {
             drop(a);
         });
     }
+
+    /// A watching waiter reads the count of ends, then what it depends on
+    /// (here: whether the other process's thread still holds its owner
+    /// id), then waits comparing the count. The thread gives its id back
+    /// meanwhile (an end): the waiter either sees the id free, or is
+    /// stopped by the count, or is queued and woken; it never sleeps
+    /// through the end (under loom a sleep that nobody ends never returns).
+    #[test]
+    fn an_end_never_slips_past_a_watching_waiter() {
+        model("shared: end vs watching waiter", || {
+            let (a, b) = processes();
+            let owner = b.claim_thread().unwrap();
+            let a = Arc::new(a);
+            let a2 = a.clone();
+            let waiter = thread::spawn(move || {
+                let seen = a2.ends();
+                if !a2.owner_alive(owner) {
+                    return None;
+                }
+                Some(a2.wait_watching(8, || a2.ends() == seen, None, Duration::from_millis(1), || false).unwrap())
+            });
+            b.release_thread(owner);
+            let r = waiter.join().unwrap();
+            assert!(matches!(r, None | Some(WaitResult::Ok) | Some(WaitResult::NotEqual)), "{r:?}");
+            assert_eq!(a.records_in_use(), 0);
+        });
+    }
 }

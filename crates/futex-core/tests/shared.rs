@@ -508,3 +508,67 @@ fn a_dead_process_never_uses_the_records_up() {
     let at = Instant::now() + Duration::from_millis(5);
     assert_eq!(live.wait(4, || true, Some(at), Duration::from_millis(5), || false), Ok(WaitResult::TimedOut));
 }
+
+/// An end seen (a thread's owner id given back, a slot claimed again, or a
+/// death the embedder learnt of) counts in `ends` and wakes every watching
+/// waiter of every process as a notify would, uncounted: sync and async,
+/// each through its own path. Plain waiters stay queued; a watching waiter
+/// that read the count before the end never sleeps on it.
+#[test]
+fn an_end_wakes_every_watching_waiter() {
+    let block = Block::new(small());
+    let a = block.process();
+    let b = block.process();
+    let a = Arc::new(a);
+
+    // A plain async waiter and a watching async waiter of `a`, both on 7.
+    let plain = a.alloc().unwrap();
+    assert!(a.enqueue(plain, 7, true, || true));
+    let watching = a.alloc().unwrap();
+    let ends = a.ends();
+    assert!(a.enqueue_watching(watching, 7, true, || a.ends() == ends));
+    // A watching sync waiter of `a` on 9, in a thread.
+    let sync = {
+        let a = a.clone();
+        let seen = a.ends();
+        thread::spawn(move || a.wait_watching(9, || a.ends() == seen, None, Duration::from_secs(60), || false).unwrap())
+    };
+    wait_until("the sync waiter queued", || a.len(9) == 1);
+
+    // Another process's thread gives its owner id back: an end.
+    let owner = b.claim_thread().unwrap();
+    let before = a.doorbell().load(SeqCst);
+    b.release_thread(owner);
+    assert_eq!(a.ends(), ends + 1);
+    assert_eq!(sync.join().unwrap(), WaitResult::Ok);
+    assert!(a.is_notified(watching), "the watching async waiter is woken");
+    assert_ne!(a.doorbell().load(SeqCst), before, "through its process's doorbell");
+    assert!(!a.is_notified(plain), "a plain waiter is not");
+    assert_eq!(a.len(7), 1);
+    // Uncounted: a notify still finds the plain waiter.
+    assert_eq!(b.notify(7, 1), 1);
+    for r in [plain, watching] {
+        assert!(a.take_notified(r));
+        a.free(r);
+    }
+
+    // A watching waiter whose count is stale (an end after its look) does
+    // not queue; nor is anything woken when nobody watches.
+    let stale = a.ends();
+    assert_eq!(b.end_seen(), 0);
+    let r = a.wait_watching(3, || a.ends() == stale, None, Duration::from_secs(60), || false).unwrap();
+    assert_eq!(r, WaitResult::NotEqual);
+    assert_eq!(a.records_in_use(), 0);
+
+    // A slot claimed again after its process died counts as an end.
+    let seen = a.ends();
+    block.kill(&b);
+    let c = block.process();
+    assert_eq!(c.my_slot(), b.my_slot());
+    assert_eq!(a.ends(), seen + 1);
+    // A release that is not this process's thread (another generation):
+    // nothing, no end.
+    let owner = c.claim_thread().unwrap();
+    a.release_thread(owner);
+    assert_eq!(a.ends(), seen + 1);
+}
