@@ -90,14 +90,10 @@ pub(super) fn announce(region: &Region) {
 // SAFETY (for the calls below): plain system calls on descriptors this
 // module owns, with buffers of the sizes given.
 
-fn pidfd_open(pid: u32) -> Result<i32, i32> {
+fn pidfd_open(pid: u32) -> Option<i32> {
     // SAFETY: the system call takes a pid and flags.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_long, 0 as libc::c_long) };
-    if fd < 0 {
-        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL))
-    } else {
-        Ok(fd as i32)
-    }
+    (fd >= 0).then_some(fd as i32)
 }
 
 fn close(fd: i32) {
@@ -120,7 +116,7 @@ struct Followed {
 /// Starts the watcher thread. `None`: this system cannot (no pidfd, no epoll).
 fn start() -> Option<()> {
     // pidfd_open of this process: ENOSYS on kernels before 5.3.
-    let me = pidfd_open(std::process::id()).ok()?;
+    let me = pidfd_open(std::process::id())?;
     close(me);
     // SAFETY: see above.
     let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
@@ -201,10 +197,21 @@ fn look(ep: i32, followed: &mut HashMap<u64, Followed>, next_key: &mut u64, seen
             let entry =
                 followed.iter().find(|(_, f)| f.slot == i && std::ptr::eq(f.region.as_ptr(), Arc::as_ptr(region)));
             let old = entry.map(|(&k, f)| (k, f.gen, f.fd));
-            if let Some((_, g, fd)) = old {
+            if let Some((k, g, fd)) = old {
                 if g == gen {
-                    // Followed; or free, or living and not followable.
-                    all &= fd >= 0 || !q.os().slot_alive(i);
+                    let live = q.os().slot_alive(i);
+                    if fd >= 0 && !live {
+                        // Its process let the region go and lives on: what
+                        // its threads held there is free to take over.
+                        close(fd);
+                        if let Some(f) = followed.get_mut(&k) {
+                            f.fd = -1;
+                        }
+                        ended = true;
+                    } else if fd < 0 && live {
+                        // Living, and not followable (another namespace).
+                        all = false;
+                    }
                     continue;
                 }
             }
@@ -265,7 +272,7 @@ fn look(ep: i32, followed: &mut HashMap<u64, Followed>, next_key: &mut u64, seen
 /// A pidfd of the process holding slot `i` with generation `gen`, whose pid
 /// the slot says is `pid`; `None` if that cannot be made sure of.
 fn follow(q: &futex_core::shared::Queues<super::Sys>, i: u32, gen: u32, pid: u32) -> Option<i32> {
-    let fd = pidfd_open(pid).ok()?;
+    let fd = pidfd_open(pid)?;
     // Held, by the same claim, after the pidfd was made: that claimer was
     // alive then, so the pid was still its own.
     if q.os().slot_alive(i) && q.slot(i).gen.load(SeqCst) == gen && q.slot(i).pid.load(SeqCst) == pid {
