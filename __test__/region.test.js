@@ -957,6 +957,30 @@ describe('SharedRegion: processes killed with SIGKILL', skip, () => {
     })
   })
 
+  // A pidfd that has fired stays readable, and stays in the epoll set while
+  // a child forked meanwhile (before its exec) still has it: a watcher that
+  // only closed it counted the same death over and over, each time waking
+  // every watching sleeper of the region.
+  test('processes that come and go while this one spawns more: each is counted a few times, not a storm of ends', { skip: watcherSkip(), timeout: 120000 }, async () => {
+    await withRegion('churn', { bytes: 4096 }, async ({ words, start }) => {
+      assert.ok(info(words, 0).ends >= 0) // starts the watcher
+      await until(() => info(words, 0).watched, 'this process\'s watcher to run')
+      const ends = info(words, 0).ends
+      const N = 24
+      for (let i = 0; i < N; i++) {
+        Atomics.store(words, SLOTS, 0)
+        const h = start({ role: 'hold', id: 0, slotOut: SLOTS, release: RELEASE })
+        await until(() => Atomics.load(words, SLOTS), `child ${i} to open the region`)
+        await killed(h)
+      }
+      // Each: its slot claimed again (after the first) and its death, seen
+      // by the pidfd or by a look at the slots.
+      await until(() => info(words, 0).ends >= ends + N, 'every death to be counted')
+      const counted = info(words, 0).ends - ends
+      assert.ok(counted <= 3 * N, `${counted} ends counted for ${N} processes`)
+    })
+  })
+
   test('the records of a process killed while waiting do not use up the region: others can still wait', async () => {
     await withRegion('dead-records', { bytes: 4096, waiters: 4 }, async ({ words, start }) => {
       const victim = start({ role: 'waiter', how: 'async', id: 0, waits: [0, 1, 2, 3].map(() => ({ index: 5, value: 0 })) })

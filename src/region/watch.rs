@@ -30,6 +30,7 @@
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::os::unix::fs::MetadataExt;
+use std::ptr;
 use std::sync::atomic::Ordering::*;
 use std::sync::{Arc, LazyLock, Weak};
 
@@ -101,6 +102,16 @@ fn close(fd: i32) {
     unsafe { libc::close(fd) };
 }
 
+/// Stops following pidfd `fd` and closes it. Taken out of the epoll set
+/// first: closing alone leaves it there while any other descriptor refers
+/// to the same pidfd (a child forked meanwhile, before its exec), and a
+/// pidfd that has fired stays readable.
+fn unfollow(ep: i32, fd: i32) {
+    // SAFETY: see above.
+    unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_DEL, fd, ptr::null_mut()) };
+    close(fd);
+}
+
 /// The epoll token of the watcher's socket (pidfds use their entry's key).
 const WAKE: u64 = u64::MAX;
 
@@ -152,13 +163,16 @@ fn run(ep: i32, sock: i32) {
                 while unsafe { libc::recv(sock, buf.as_mut_ptr() as *mut c_void, buf.len(), libc::MSG_DONTWAIT) } > 0 {}
                 continue;
             }
-            let Some(f) = followed.remove(&key) else { continue };
-            // Exited: closing the pidfd also takes it out of the epoll set.
-            close(f.fd);
+            // Exited.
+            let Some(f) = followed.get_mut(&key) else { continue };
+            if f.fd < 0 {
+                continue;
+            }
+            unfollow(ep, f.fd);
+            // Seen gone with this generation: not counted again.
+            f.fd = -1;
             if let Some(region) = f.region.upgrade() {
                 region.queues.end_seen();
-                // Seen free with this generation: not counted again.
-                followed.insert(key, Followed { fd: -1, ..f });
             }
         }
     }
@@ -173,7 +187,7 @@ fn look(ep: i32, followed: &mut HashMap<u64, Followed>, next_key: &mut u64, seen
     followed.retain(|_, f| {
         let keep = f.region.upgrade().is_some_and(|r| regions.iter().any(|x| Arc::ptr_eq(x, &r)));
         if !keep && f.fd >= 0 {
-            close(f.fd);
+            unfollow(ep, f.fd);
         }
         keep
     });
@@ -203,7 +217,7 @@ fn look(ep: i32, followed: &mut HashMap<u64, Followed>, next_key: &mut u64, seen
                     if fd >= 0 && !live {
                         // Its process let the region go and lives on: what
                         // its threads held there is free to take over.
-                        close(fd);
+                        unfollow(ep, fd);
                         if let Some(f) = followed.get_mut(&k) {
                             f.fd = -1;
                         }
@@ -221,7 +235,7 @@ fn look(ep: i32, followed: &mut HashMap<u64, Followed>, next_key: &mut u64, seen
                     // Another generation: the process followed is gone (it
                     // died, or let the region go), and its pidfd has not
                     // said so yet.
-                    close(fd);
+                    unfollow(ep, fd);
                     ended = true;
                 }
             }
