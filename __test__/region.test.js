@@ -53,6 +53,12 @@ const LONG = { timeout: 60000 }
 const unsupported = regionsUnsupported()
 const skip = regionSkip()
 
+// Whether `unshare --pid` can make a pid namespace here (root, util-linux).
+function unshareSkip () {
+  const r = require('child_process').spawnSync('unshare', ['--pid', '--fork', '--kill-child', 'true'], { stdio: 'ignore' })
+  return r.status === 0 ? false : 'unshare --pid is not available here'
+}
+
 // The watcher of deaths needs Linux 5.3 or later (pidfd_open).
 function watcherSkip () {
   if (skip.skip) return skip.skip
@@ -978,6 +984,26 @@ describe('SharedRegion: processes killed with SIGKILL', skip, () => {
       await until(() => info(words, 0).ends >= ends + N, 'every death to be counted')
       const counted = info(words, 0).ends - ends
       assert.ok(counted <= 3 * N, `${counted} ends counted for ${N} processes`)
+    })
+  })
+
+  // A pid means a process only in its pid namespace: a process of another
+  // one (a container sharing the region's directory; here `unshare --pid`)
+  // cannot be followed, and the region is not taken for watched (its
+  // sleepers use short slices). Taken at its word, its pid would have named
+  // a process here (its pid there is 1: this namespace's init).
+  test('a process of another pid namespace is not followed: the region is not watched while it lives', { skip: watcherSkip() || unshareSkip(), timeout: 60000 }, async () => {
+    await withRegion('pid-namespace', { bytes: 4096 }, async ({ words, start }) => {
+      assert.ok(info(words, 0).ends >= 0) // starts the watcher
+      await until(() => info(words, 0).watched, 'this process\'s watcher to run')
+      const foreign = start({ role: 'hold', id: 0, slotOut: SLOTS, release: RELEASE }, { via: 'shell', shell: 'exec unshare --pid --fork --kill-child "$0" "$@"' })
+      await until(() => Atomics.load(words, SLOTS), 'the process of another pid namespace to open the region')
+      await until(() => !info(words, 0).watched, 'the watcher to find a process it cannot follow')
+      Atomics.store(words, RELEASE, 1)
+      notify(words, RELEASE)
+      const r = await foreign.exited
+      assert.strictEqual(r.code, 0, transcript(r))
+      await until(() => info(words, 0).watched, 'the region to be watched again once it is gone')
     })
   })
 
