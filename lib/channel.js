@@ -1083,7 +1083,6 @@ const THREADS = {
   me: ME,
   alive: (s, id) => isThreadAlive(id - 1),
   ends: threadEnds,
-  sliceNow: threadEnds, // (unused: checkReceivers reads threadEnds itself)
   sleep: waitWatching,
   sleepAsync: (ta, index, value, ends, timeout) => enqueueWatchingAsync(ta, index, value, ends, timeout, true),
   lockProtocol: COMPETING,
