@@ -32,9 +32,7 @@ use std::ffi::c_void;
 use std::os::unix::fs::MetadataExt;
 use std::ptr;
 use std::sync::atomic::Ordering::*;
-use std::sync::{Arc, LazyLock, Weak};
-
-use parking_lot::Mutex;
+use std::sync::{Arc, LazyLock, OnceLock, Weak};
 
 use super::bell;
 use crate::region::{Region, REGIONS};
@@ -46,32 +44,20 @@ pub(super) static NS: LazyLock<u32> =
     LazyLock::new(|| std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| (m.ino() as u32).max(1)));
 
 /// Whether the watcher runs; started by the first question (`watches`).
-static STARTED: Mutex<Option<bool>> = Mutex::new(None);
+static STARTED: OnceLock<bool> = OnceLock::new();
 
 /// Whether this process's watcher follows every process of `region`, so that
 /// a death there wakes its watching waiters at once. Starts the watcher.
 pub(super) fn watches(region: &Region) -> bool {
-    if !started() {
-        return false;
-    }
-    region.watched.load(Acquire)
-}
-
-fn started() -> bool {
-    let mut started = STARTED.lock();
-    if let Some(ok) = *started {
-        return ok;
-    }
-    let ok = std::env::var_os("SHARED_FUTEX_NO_WATCHER").is_none() && start().is_some();
-    *started = Some(ok);
-    ok
+    let started = *STARTED.get_or_init(|| std::env::var_os("SHARED_FUTEX_NO_WATCHER").is_none() && start().is_some());
+    started && region.watched.load(Acquire)
 }
 
 /// Tells the watchers of the region's other processes that this process
 /// claimed a slot there (after its claim is complete), and this process's
 /// own watcher, if it runs, that there is a region to look at.
 pub(super) fn announce(region: &Region) {
-    if STARTED.lock().is_some_and(|ok| ok) {
+    if STARTED.get() == Some(&true) {
         bell::ring_named(*bell::BELLS, "w");
     }
     let q = &region.queues;
@@ -112,12 +98,14 @@ fn unfollow(ep: i32, fd: i32) {
     close(fd);
 }
 
-/// The epoll token of the watcher's socket (pidfds use their entry's key).
+/// The epoll token of the watcher's socket (a pidfd's token is its number).
 const WAKE: u64 = u64::MAX;
+
+/// A slot of a region as last seen, by (the region's address, the slot).
+type Slots = HashMap<(usize, u32), Followed>;
 
 struct Followed {
     region: Weak<Region>,
-    slot: u32,
     gen: u32,
     /// The pidfd, or -1: the slot was seen free (or not followable) with
     /// this generation.
@@ -145,29 +133,25 @@ fn start() -> Option<()> {
 }
 
 fn run(ep: i32, sock: i32) {
-    let mut followed: HashMap<u64, Followed> = HashMap::new();
-    let mut next_key: u64 = 0;
+    let mut followed = Slots::new();
     // Regions looked at before (by address): the first look at one is a
     // baseline, whose free slots are nobody's death.
     let mut seen: Vec<Weak<Region>> = Vec::new();
     let mut events = [libc::epoll_event { events: 0, u64: 0 }; 32];
     loop {
-        look(ep, &mut followed, &mut next_key, &mut seen);
+        look(ep, &mut followed, &mut seen);
         // SAFETY: see above.
         let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, 1000) };
         for ev in events.iter().take(n.max(0) as usize) {
-            let key = ev.u64;
-            if key == WAKE {
+            if ev.u64 == WAKE {
                 let mut buf = [0u8; 64];
                 // SAFETY: see above; non-blocking socket.
                 while unsafe { libc::recv(sock, buf.as_mut_ptr() as *mut c_void, buf.len(), libc::MSG_DONTWAIT) } > 0 {}
                 continue;
             }
-            // Exited.
-            let Some(f) = followed.get_mut(&key) else { continue };
-            if f.fd < 0 {
-                continue;
-            }
+            // Exited. (A pidfd leaves the set before it is closed, so its
+            // number names no other one here.)
+            let Some(f) = followed.values_mut().find(|f| f.fd >= 0 && f.fd as u64 == ev.u64) else { continue };
             unfollow(ep, f.fd);
             // Seen gone with this generation: not counted again.
             f.fd = -1;
@@ -181,7 +165,7 @@ fn run(ep: i32, sock: i32) {
 /// Looks at every slot of every region mapped here: follows the processes
 /// not yet followed, counts the ends it finds, and says per region whether
 /// every process there is followed.
-fn look(ep: i32, followed: &mut HashMap<u64, Followed>, next_key: &mut u64, seen: &mut Vec<Weak<Region>>) {
+fn look(ep: i32, followed: &mut Slots, seen: &mut Vec<Weak<Region>>) {
     let regions: Vec<Arc<Region>> = REGIONS.read().clone();
     // Regions no longer mapped: let go of what they had.
     followed.retain(|_, f| {
@@ -208,29 +192,23 @@ fn look(ep: i32, followed: &mut HashMap<u64, Followed>, next_key: &mut u64, seen
             if i == me || gen == 0 {
                 continue;
             }
-            let entry =
-                followed.iter().find(|(_, f)| f.slot == i && std::ptr::eq(f.region.as_ptr(), Arc::as_ptr(region)));
-            let old = entry.map(|(&k, f)| (k, f.gen, f.fd));
-            if let Some((k, g, fd)) = old {
-                if g == gen {
-                    let live = q.os().slot_alive(i);
-                    if fd >= 0 && !live {
-                        // Its process let the region go and lives on: what
-                        // its threads held there is free to take over.
-                        unfollow(ep, fd);
-                        if let Some(f) = followed.get_mut(&k) {
-                            f.fd = -1;
-                        }
-                        ended = true;
-                    } else if fd < 0 && live {
-                        // Living, and not followable (another namespace).
-                        all = false;
-                    }
-                    continue;
+            let key = (Arc::as_ptr(region) as usize, i);
+            if let Some(f) = followed.get_mut(&key).filter(|f| f.gen == gen) {
+                let live = q.os().slot_alive(i);
+                if f.fd >= 0 && !live {
+                    // Its process let the region go and lives on: what
+                    // its threads held there is free to take over.
+                    unfollow(ep, f.fd);
+                    f.fd = -1;
+                    ended = true;
+                } else if f.fd < 0 && live {
+                    // Living, and not followable (another namespace).
+                    all = false;
                 }
+                continue;
             }
-            if let Some((k, _, fd)) = old {
-                followed.remove(&k);
+            let old = followed.remove(&key).map(|f| f.fd);
+            if let Some(fd) = old {
                 if fd >= 0 {
                     // Another generation: the process followed is gone (it
                     // died, or let the region go), and its pidfd has not
@@ -263,10 +241,8 @@ fn look(ep: i32, followed: &mut HashMap<u64, Followed>, next_key: &mut u64, seen
                     }
                 }
             };
-            let key = *next_key;
-            *next_key += 1;
             if fd >= 0 {
-                let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: key };
+                let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: fd as u64 };
                 // SAFETY: see above.
                 if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
                     close(fd);
@@ -274,7 +250,7 @@ fn look(ep: i32, followed: &mut HashMap<u64, Followed>, next_key: &mut u64, seen
                     continue;
                 }
             }
-            followed.insert(key, Followed { region: Arc::downgrade(region), slot: i, gen, fd });
+            followed.insert(key, Followed { region: Arc::downgrade(region), gen, fd });
         }
         region.watched.store(all, Release);
         if ended {
