@@ -23,6 +23,7 @@
 const os = require('os')
 const { execFileSync } = require('child_process')
 const { options } = require('./lib/args')
+const { summary } = require('./lib/stats')
 const { startSpinners, stopSpinners } = require('./lib/spinners')
 
 const VARIANTS = [
@@ -38,10 +39,7 @@ async function one (impl, ms) {
   process.stdout.write(JSON.stringify(r) + '\n')
 }
 
-function median (xs) {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
-}
+const median = (xs) => summary(xs).median
 
 async function measure (busy, rounds, ms) {
   const spinners = busy ? await startSpinners(rounds * VARIANTS.length * (ms + 3000) + 60000) : null

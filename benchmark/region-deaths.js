@@ -27,6 +27,7 @@ const fs = require('fs')
 const path = require('path')
 const { spawn, execFileSync } = require('child_process')
 const { options } = require('./lib/args')
+const { summary } = require('./lib/stats')
 
 const ROOT = path.join(__dirname, '..')
 
@@ -151,11 +152,6 @@ async function idleRound (variant, n, ms) {
   }
 }
 
-function median (xs) {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
-}
-
 // One measurement in this process (run by `main` with the variant's environment).
 async function one (what, ms) {
   const v = { env: {} }
@@ -182,7 +178,10 @@ async function main () {
       idle[k].push(fresh(v, 'idle', args['idle-ms']))
     }
   }
-  const fmt = (xs, unit) => `${median(xs).toFixed(1)} ${unit} (${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)})`
+  const fmt = (xs, unit) => {
+    const { median, min, max } = summary(xs)
+    return `${median.toFixed(1)} ${unit} (${min.toFixed(1)}–${max.toFixed(1)})`
+  }
   console.log(`Node ${process.version}, ${require('os').cpus().length} cores, ${args.rounds} rounds, medians (range)`)
   for (const [k, v] of VARIANTS.entries()) {
     console.log(`${v.label.padEnd(28)} death to next holder ${fmt(deaths[k], 'ms').padEnd(26)} idle waiter ${fmt(idle[k], 'wake-ups/s')}`)
