@@ -2,7 +2,8 @@
 // Shared regions between real processes on each platform that has them
 // (fixtures/region-processes.cjs: forked children, an AsyncLock's
 // exclusion, wait / notify and hand-offs to a sleeping process, a killed
-// waiter not counted, a killed holder's lock handed on with ownerDied,
+// waiter not counted, a killed holder's lock handed on with ownerDied, a
+// death learnt at once by the watcher of deaths (Linux 5.3+, Windows),
 // error codes, Web Locks and a Semaphore, processes killed at random
 // points beside a survivor, unlink), run by scripts/runtimes.js `region`:
 //

@@ -1,47 +1,61 @@
-//! The watcher of deaths (Linux): one thread per process that learns at once
-//! when another process of a region it maps dies, and then counts an end in
-//! that region and wakes every watching waiter there (futex-core's
-//! `Queues::end_seen`). Without it a sleeper over region memory learns of a
-//! death only by looking again, so it sleeps in slices of 50 ms; with it, a
-//! slice only guards against a failure of the watcher, and lasts a second.
+//! The watcher of deaths (Linux 5.3+ and Windows): one thread per process
+//! that learns at once when another process of a region it maps dies, and
+//! then counts an end in that region and wakes every watching waiter there
+//! (futex-core's `Queues::end_seen`). Without it a sleeper over region
+//! memory learns of a death only by looking again, so it sleeps in slices
+//! of 50 ms; with it, a slice only guards against a failure of the watcher,
+//! and lasts a second.
 //!
 //! For each live process slot of each region mapped here, the watcher holds
-//! a pidfd (`pidfd_open`, Linux 5.3+) of the slot's process, polled with
-//! epoll: it becomes readable when the process has exited, after the kernel
-//! closed its files and so released the slot's record lock.
+//! a handle on the slot's process that the system signals once the process
+//! has ended, and waits on them all:
+//! * Linux: a pidfd (`pidfd_open`), polled with epoll. It becomes readable
+//!   when the process has exited, after the kernel closed its files and so
+//!   released the slot's record lock.
+//! * Windows: a process handle (`OpenProcess` with `SYNCHRONIZE`), waited on
+//!   with `WaitForMultipleObjects`, 63 at most (the 64th is the watcher's
+//!   own event): past 63 other processes the region is not watched.
 //!
-//! A pid names a process only for as long as it lives, and only in its pid
-//! namespace, so a pidfd is trusted only if, after it was opened, the slot
-//! is still held (its record lock), still has the generation read before,
-//! and its claimer named the same pid namespace as this process (the
-//! slot's `ns`, which the claimer sets after its pid): then the process
-//! holding the slot lived after the pidfd was made, so it is the pidfd's.
-//! A slot whose namespace differs (a container sharing the region's
-//! directory) cannot be followed: the region is then not *watched*, and its
-//! waits use short slices.
+//! A fired handle is taken for the death once the slot's lock is seen free
+//! (or the slot claimed again): where the system signals the handle before
+//! it has released the process's locks, the watcher looks again for a
+//! while, so that its waiters do not wake to a slot that still looks alive.
 //!
-//! A process that claims a slot tells the watchers of the others (a byte to
-//! `shared-futex-bell/<their bells>/w`, the watcher's own socket beside the
-//! threads' bells), and each looks at the slots again. A slot that changed
-//! generation, or that is found free where a process was followed or was
-//! never seen alive, counts as an end. A watcher also looks every second,
-//! should a message be lost.
+//! A pid names a process only for as long as it lives, and (Linux) only in
+//! its pid namespace, so a handle is trusted only if, after it was opened,
+//! the slot is still held (its lock), still has the generation read before,
+//! and its claimer named the same pid namespace as this process (the slot's
+//! `ns`, which the claimer sets after its pid; Windows has one namespace of
+//! pids): then the process holding the slot lived after the handle was
+//! made, so it is the handle's. A slot whose namespace differs (a container
+//! sharing the region's directory) cannot be followed, nor can a process
+//! this one may not open: the region is then not *watched*, and its waits
+//! use short slices.
+//!
+//! A process that claims a slot tells the watchers of the others (Linux: a
+//! byte to `shared-futex-bell/<their bells>/w`, the watcher's own socket
+//! beside the threads' bells; Windows: the named event
+//! `Local\shared-futex.deaths.<pid>`), and each looks at the slots again. A
+//! slot that changed generation, or that is found free where a process was
+//! followed or was never seen alive, counts as an end. A watcher also looks
+//! every second, should a message be lost.
 
 use std::collections::HashMap;
-use std::ffi::c_void;
-use std::os::unix::fs::MetadataExt;
-use std::ptr;
 use std::sync::atomic::Ordering::*;
 use std::sync::{Arc, LazyLock, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
-use super::bell;
 use crate::region::{Region, REGIONS};
-use futex_core::shared::Os;
+use futex_core::shared::{Os, Queues};
 
-/// This process's pid namespace (the low 32 bits of its inode, never 0),
-/// or 0 where `/proc` cannot say.
-pub(super) static NS: LazyLock<u32> =
-    LazyLock::new(|| std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| (m.ino() as u32).max(1)));
+#[cfg(target_os = "linux")]
+use linux as sys;
+#[cfg(windows)]
+use windows as sys;
+
+/// This process's pid namespace as its slot names it (never 0), or 0 where
+/// it cannot be known (then no slot is followed).
+pub(super) static NS: LazyLock<u32> = LazyLock::new(sys::namespace);
 
 /// Whether the watcher runs; started by the first question (`watches`).
 static STARTED: OnceLock<bool> = OnceLock::new();
@@ -58,48 +72,16 @@ pub(super) fn watches(region: &Region) -> bool {
 /// own watcher, if it runs, that there is a region to look at.
 pub(super) fn announce(region: &Region) {
     if STARTED.get() == Some(&true) {
-        bell::ring_named(*bell::BELLS, "w");
+        sys::ring_own();
     }
     let q = &region.queues;
     let me = q.my_slot();
     for i in 0..q.header().slots.load(Relaxed) {
-        let slot = q.slot(i);
-        if i == me || slot.gen.load(Relaxed) == 0 {
-            continue;
-        }
-        let name = slot.bells[0].load(Relaxed) as u64 | (slot.bells[1].load(Relaxed) as u64) << 32;
-        if name != 0 {
-            bell::ring_named(name, "w");
+        if i != me && q.slot(i).gen.load(Relaxed) != 0 {
+            sys::ring(q.slot(i));
         }
     }
 }
-
-// SAFETY (for the calls below): plain system calls on descriptors this
-// module owns, with buffers of the sizes given.
-
-fn pidfd_open(pid: u32) -> Option<i32> {
-    // SAFETY: the system call takes a pid and flags.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_long, 0 as libc::c_long) };
-    (fd >= 0).then_some(fd as i32)
-}
-
-fn close(fd: i32) {
-    // SAFETY: a descriptor of this module, closed once.
-    unsafe { libc::close(fd) };
-}
-
-/// Stops following pidfd `fd` and closes it. Taken out of the epoll set
-/// first: closing alone leaves it there while any other descriptor refers
-/// to the same pidfd (a child forked meanwhile, before its exec), and a
-/// pidfd that has fired stays readable.
-fn unfollow(ep: i32, fd: i32) {
-    // SAFETY: see above.
-    unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_DEL, fd, ptr::null_mut()) };
-    close(fd);
-}
-
-/// The epoll token of the watcher's socket (a pidfd's token is its number).
-const WAKE: u64 = u64::MAX;
 
 /// A slot of a region as last seen, by (the region's address, the slot).
 type Slots = HashMap<(usize, u32), Followed>;
@@ -107,71 +89,60 @@ type Slots = HashMap<(usize, u32), Followed>;
 struct Followed {
     region: Weak<Region>,
     gen: u32,
-    /// The pidfd, or -1: the slot was seen free (or not followable) with
-    /// this generation.
-    fd: i32,
+    /// The process's handle, or none: the slot was seen free (or not
+    /// followable) with this generation.
+    proc: Option<sys::Proc>,
 }
 
-/// Starts the watcher thread. `None`: this system cannot (no pidfd, no epoll).
+/// Starts the watcher thread. `None`: this system cannot.
 fn start() -> Option<()> {
-    // pidfd_open of this process: ENOSYS on kernels before 5.3.
-    let me = pidfd_open(std::process::id())?;
-    close(me);
-    // SAFETY: see above.
-    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-    if ep < 0 {
-        return None;
-    }
-    let sock = bell::bind_named("w");
-    if sock >= 0 {
-        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: WAKE };
-        // SAFETY: see above.
-        unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, sock, &mut ev) };
-    }
-    std::thread::Builder::new().name("shared-futex deaths".to_owned()).spawn(move || run(ep, sock)).ok()?;
+    let poller = sys::Poller::new()?;
+    std::thread::Builder::new().name("shared-futex deaths".to_owned()).spawn(move || run(poller)).ok()?;
     Some(())
 }
 
-fn run(ep: i32, sock: i32) {
+fn run(mut poller: sys::Poller) {
     let mut followed = Slots::new();
     // Regions looked at before (by address): the first look at one is a
     // baseline, whose free slots are nobody's death.
     let mut seen: Vec<Weak<Region>> = Vec::new();
-    let mut events = [libc::epoll_event { events: 0, u64: 0 }; 32];
+    let mut fired = Vec::new();
     loop {
-        look(ep, &mut followed, &mut seen);
-        // SAFETY: see above.
-        let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, 1000) };
-        for ev in events.iter().take(n.max(0) as usize) {
-            if ev.u64 == WAKE {
-                let mut buf = [0u8; 64];
-                // SAFETY: see above; non-blocking socket.
-                while unsafe { libc::recv(sock, buf.as_mut_ptr() as *mut c_void, buf.len(), libc::MSG_DONTWAIT) } > 0 {}
-                continue;
-            }
-            // Exited. (A pidfd leaves the set before it is closed, so its
-            // number names no other one here.)
-            let Some(f) = followed.values_mut().find(|f| f.fd >= 0 && f.fd as u64 == ev.u64) else { continue };
-            unfollow(ep, f.fd);
+        look(&mut poller, &mut followed, &mut seen);
+        fired.clear();
+        poller.wait(1000, &mut fired);
+        for &p in &fired {
+            let Some((&(_, i), f)) = followed.iter_mut().find(|(_, f)| f.proc == Some(p)) else { continue };
+            poller.remove(p);
             // Seen gone with this generation: not counted again.
-            f.fd = -1;
+            f.proc = None;
             if let Some(region) = f.region.upgrade() {
+                settle(&region.queues, i, f.gen);
                 region.queues.end_seen();
             }
         }
     }
 }
 
+/// Waits (100 ms at most) until slot `i`, whose process with generation
+/// `gen` has ended, is seen free or claimed again.
+fn settle(q: &Queues<super::Sys>, i: u32, gen: u32) {
+    let until = Instant::now() + Duration::from_millis(100);
+    while q.os().slot_alive(i) && q.slot(i).gen.load(SeqCst) == gen && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Looks at every slot of every region mapped here: follows the processes
 /// not yet followed, counts the ends it finds, and says per region whether
 /// every process there is followed.
-fn look(ep: i32, followed: &mut Slots, seen: &mut Vec<Weak<Region>>) {
+fn look(poller: &mut sys::Poller, followed: &mut Slots, seen: &mut Vec<Weak<Region>>) {
     let regions: Vec<Arc<Region>> = REGIONS.read().clone();
     // Regions no longer mapped: let go of what they had.
     followed.retain(|_, f| {
         let keep = f.region.upgrade().is_some_and(|r| regions.iter().any(|x| Arc::ptr_eq(x, &r)));
-        if !keep && f.fd >= 0 {
-            unfollow(ep, f.fd);
+        if let Some(p) = f.proc.filter(|_| !keep) {
+            poller.remove(p);
         }
         keep
     });
@@ -195,62 +166,52 @@ fn look(ep: i32, followed: &mut Slots, seen: &mut Vec<Weak<Region>>) {
             let key = (Arc::as_ptr(region) as usize, i);
             if let Some(f) = followed.get_mut(&key).filter(|f| f.gen == gen) {
                 let live = q.os().slot_alive(i);
-                if f.fd >= 0 && !live {
+                if let Some(p) = f.proc.filter(|_| !live) {
                     // Its process let the region go and lives on: what
                     // its threads held there is free to take over.
-                    unfollow(ep, f.fd);
-                    f.fd = -1;
+                    poller.remove(p);
+                    f.proc = None;
                     ended = true;
-                } else if f.fd < 0 && live {
+                } else if f.proc.is_none() && live {
                     // Living, and not followable (another namespace).
                     all = false;
                 }
                 continue;
             }
-            let old = followed.remove(&key).map(|f| f.fd);
-            if let Some(fd) = old {
-                if fd >= 0 {
-                    // Another generation: the process followed is gone (it
-                    // died, or let the region go), and its pidfd has not
-                    // said so yet.
-                    unfollow(ep, fd);
-                    ended = true;
-                }
+            let old = followed.remove(&key).map(|f| f.proc);
+            if let Some(Some(p)) = old {
+                // Another generation: the process followed is gone (it
+                // died, or let the region go), and its handle has not said
+                // so yet.
+                poller.remove(p);
+                ended = true;
             }
             let alive = q.os().slot_alive(i);
             let ns = slot.ns.load(SeqCst);
-            let fd = if !alive {
+            let proc = if !alive {
                 // Free: a process that claimed it since the last look (or
                 // was never seen alive here) and is gone already.
                 ended |= !first && old.is_none();
-                -1
+                None
             } else if ns == 0 {
                 // Mid-claim: its claimer will say when it is done.
                 all = false;
                 continue;
             } else if ns != mine {
                 all = false;
-                -1
+                None
             } else {
                 match follow(q, i, gen, slot.pid.load(SeqCst)) {
-                    Some(fd) => fd,
-                    None => {
-                        // Gone meanwhile, or claimed again: look again soon.
+                    Some(p) if poller.add(p) => Some(p),
+                    _ => {
+                        // Gone meanwhile, claimed again, not to be opened
+                        // here, or one too many: look again soon.
                         all = false;
                         continue;
                     }
                 }
             };
-            if fd >= 0 {
-                let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: fd as u64 };
-                // SAFETY: see above.
-                if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
-                    close(fd);
-                    all = false;
-                    continue;
-                }
-            }
-            followed.insert(key, Followed { region: Arc::downgrade(region), gen, fd });
+            followed.insert(key, Followed { region: Arc::downgrade(region), gen, proc });
         }
         region.watched.store(all, Release);
         if ended {
@@ -259,16 +220,250 @@ fn look(ep: i32, followed: &mut Slots, seen: &mut Vec<Weak<Region>>) {
     }
 }
 
-/// A pidfd of the process holding slot `i` with generation `gen`, whose pid
-/// the slot says is `pid`; `None` if that cannot be made sure of.
-fn follow(q: &futex_core::shared::Queues<super::Sys>, i: u32, gen: u32, pid: u32) -> Option<i32> {
-    let fd = pidfd_open(pid)?;
-    // Held, by the same claim, after the pidfd was made: that claimer was
+/// A handle of the process holding slot `i` with generation `gen`, whose
+/// pid the slot says is `pid`; `None` if that cannot be made sure of.
+fn follow(q: &Queues<super::Sys>, i: u32, gen: u32, pid: u32) -> Option<sys::Proc> {
+    let p = sys::open(pid)?;
+    // Held, by the same claim, after the handle was made: that claimer was
     // alive then, so the pid was still its own.
     if q.os().slot_alive(i) && q.slot(i).gen.load(SeqCst) == gen && q.slot(i).pid.load(SeqCst) == pid {
-        Some(fd)
+        Some(p)
     } else {
-        close(fd);
+        sys::close(p);
         None
+    }
+}
+
+/// Linux: pidfds in an epoll set, and a datagram socket to be told of
+/// newcomers (src/region/bell.rs).
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::ffi::c_void;
+    use std::os::unix::fs::MetadataExt;
+    use std::ptr;
+
+    use super::super::bell;
+    use futex_core::shared::Slot;
+
+    // SAFETY (for the calls below): plain system calls on descriptors this
+    // module owns, with buffers of the sizes given.
+
+    /// A pidfd.
+    pub(super) type Proc = i32;
+
+    /// The low 32 bits of the inode of this process's pid namespace.
+    pub(super) fn namespace() -> u32 {
+        std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| (m.ino() as u32).max(1))
+    }
+
+    pub(super) fn ring_own() {
+        bell::ring_named(*bell::BELLS, "w");
+    }
+
+    pub(super) fn ring(slot: &Slot) {
+        let name = slot.bells[0].load(std::sync::atomic::Ordering::Relaxed) as u64
+            | (slot.bells[1].load(std::sync::atomic::Ordering::Relaxed) as u64) << 32;
+        if name != 0 {
+            bell::ring_named(name, "w");
+        }
+    }
+
+    pub(super) fn open(pid: u32) -> Option<i32> {
+        // SAFETY: the system call takes a pid and flags.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_long, 0 as libc::c_long) };
+        (fd >= 0).then_some(fd as i32)
+    }
+
+    pub(super) fn close(fd: i32) {
+        // SAFETY: a descriptor of this module, closed once.
+        unsafe { libc::close(fd) };
+    }
+
+    /// The epoll token of the watcher's socket (a pidfd's token is its number).
+    const WAKE: u64 = u64::MAX;
+
+    pub(super) struct Poller {
+        ep: i32,
+        sock: i32,
+    }
+
+    impl Poller {
+        /// `None`: no pidfd (kernels before 5.3) or no epoll.
+        pub(super) fn new() -> Option<Poller> {
+            close(open(std::process::id())?);
+            // SAFETY: see above.
+            let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+            if ep < 0 {
+                return None;
+            }
+            let sock = bell::bind_named("w");
+            if sock >= 0 {
+                let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: WAKE };
+                // SAFETY: see above.
+                unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, sock, &mut ev) };
+            }
+            Some(Poller { ep, sock })
+        }
+
+        /// Follows `fd`; false (and closed): cannot.
+        pub(super) fn add(&mut self, fd: i32) -> bool {
+            let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: fd as u64 };
+            // SAFETY: see above.
+            let added = unsafe { libc::epoll_ctl(self.ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } == 0;
+            if !added {
+                close(fd);
+            }
+            added
+        }
+
+        /// Stops following `fd` and closes it. Taken out of the epoll set
+        /// first: closing alone leaves it there while any other descriptor
+        /// refers to the same pidfd (a child forked meanwhile, before its
+        /// exec), and a pidfd that has fired stays readable. So the number
+        /// of a pidfd in the set names no other one.
+        pub(super) fn remove(&mut self, fd: i32) {
+            // SAFETY: see above.
+            unsafe { libc::epoll_ctl(self.ep, libc::EPOLL_CTL_DEL, fd, ptr::null_mut()) };
+            close(fd);
+        }
+
+        /// Sleeps until a followed process ends, the watcher is told to
+        /// look, or `ms` pass; `fired`: the pidfds of processes that ended.
+        pub(super) fn wait(&mut self, ms: i32, fired: &mut Vec<i32>) {
+            let mut events = [libc::epoll_event { events: 0, u64: 0 }; 32];
+            // SAFETY: see above.
+            let n = unsafe { libc::epoll_wait(self.ep, events.as_mut_ptr(), events.len() as i32, ms) };
+            for ev in events.iter().take(n.max(0) as usize) {
+                if ev.u64 == WAKE {
+                    let mut buf = [0u8; 64];
+                    // SAFETY: see above; a non-blocking socket.
+                    while unsafe {
+                        libc::recv(self.sock, buf.as_mut_ptr() as *mut c_void, buf.len(), libc::MSG_DONTWAIT)
+                    } > 0
+                    {}
+                } else {
+                    fired.push(ev.u64 as i32);
+                }
+            }
+        }
+    }
+}
+
+/// Windows: process handles and the watcher's named event, waited on
+/// together.
+#[cfg(windows)]
+mod windows {
+    use std::sync::OnceLock;
+
+    use super::super::{wide, CloseHandle, CreateEventW, Handle, SetEvent};
+    use futex_core::shared::Slot;
+
+    #[link(name = "kernel32")]
+    extern "system" {
+        fn OpenProcess(access: u32, inherit: i32, pid: u32) -> Handle;
+        fn OpenEventW(access: u32, inherit: i32, name: *const u16) -> Handle;
+        fn WaitForMultipleObjects(count: u32, handles: *const Handle, all: i32, milliseconds: u32) -> u32;
+    }
+
+    const SYNCHRONIZE: u32 = 0x0010_0000;
+    const EVENT_MODIFY_STATE: u32 = 0x0002;
+    const MAXIMUM_WAIT_OBJECTS: usize = 64;
+
+    // SAFETY (for the calls below): handles this module opened, closed once;
+    // NUL-terminated names.
+
+    /// A process handle (as an address: it is sent to the watcher's thread).
+    pub(super) type Proc = usize;
+
+    /// Windows has one namespace of pids.
+    pub(super) fn namespace() -> u32 {
+        1
+    }
+
+    fn event_name(pid: u32) -> Vec<u16> {
+        wide(&format!(r"Local\shared-futex.deaths.{pid}"))
+    }
+
+    /// The watcher's own event, once it runs.
+    static OWN: OnceLock<usize> = OnceLock::new();
+
+    pub(super) fn ring_own() {
+        if let Some(&h) = OWN.get() {
+            // SAFETY: see above (never closed).
+            unsafe { SetEvent(h as Handle) };
+        }
+    }
+
+    pub(super) fn ring(slot: &Slot) {
+        let name = event_name(slot.pid.load(std::sync::atomic::Ordering::Relaxed));
+        // SAFETY: see above. None such (no watcher there): nothing to tell.
+        unsafe {
+            let h = OpenEventW(EVENT_MODIFY_STATE, 0, name.as_ptr());
+            if !h.is_null() {
+                SetEvent(h);
+                CloseHandle(h);
+            }
+        }
+    }
+
+    pub(super) fn open(pid: u32) -> Option<usize> {
+        // SAFETY: see above.
+        let h = unsafe { OpenProcess(SYNCHRONIZE, 0, pid) };
+        (!h.is_null()).then_some(h as usize)
+    }
+
+    pub(super) fn close(h: usize) {
+        // SAFETY: see above.
+        unsafe { CloseHandle(h as Handle) };
+    }
+
+    /// The handles waited on: the watcher's event first, then the processes.
+    pub(super) struct Poller {
+        handles: Vec<usize>,
+    }
+
+    impl Poller {
+        pub(super) fn new() -> Option<Poller> {
+            let name = event_name(std::process::id());
+            // SAFETY: see above; an auto-reset event, not set.
+            let own = unsafe { CreateEventW(std::ptr::null_mut(), 0, 0, name.as_ptr()) };
+            if own.is_null() {
+                return None;
+            }
+            OWN.set(own as usize).ok()?;
+            Some(Poller { handles: vec![own as usize] })
+        }
+
+        /// Follows `h`; false (and closed): 63 processes are followed already.
+        pub(super) fn add(&mut self, h: usize) -> bool {
+            if self.handles.len() >= MAXIMUM_WAIT_OBJECTS {
+                close(h);
+                return false;
+            }
+            self.handles.push(h);
+            true
+        }
+
+        pub(super) fn remove(&mut self, h: usize) {
+            if let Some(i) = self.handles.iter().skip(1).position(|&x| x == h) {
+                self.handles.remove(i + 1);
+            }
+            close(h);
+        }
+
+        /// Sleeps until a followed process ends, the watcher is told to
+        /// look, or `ms` pass; `fired`: the handle of a process that ended
+        /// (one per call: the others stay signalled for the next).
+        pub(super) fn wait(&mut self, ms: i32, fired: &mut Vec<usize>) {
+            let list: Vec<Handle> = self.handles.iter().map(|&h| h as Handle).collect();
+            // SAFETY: see above; `list` holds `len` live handles.
+            let r = unsafe { WaitForMultipleObjects(list.len() as u32, list.as_ptr(), 0, ms as u32) } as usize;
+            if r > 0 && r < list.len() {
+                fired.push(self.handles[r]);
+            } else if r >= MAXIMUM_WAIT_OBJECTS && r != 0x102 {
+                // WAIT_FAILED: not for a handle of ours; do not spin.
+                std::thread::sleep(std::time::Duration::from_millis(ms as u64));
+            }
+        }
     }
 }

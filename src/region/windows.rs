@@ -38,6 +38,9 @@ use parking_lot::Mutex;
 
 use super::{coded, map_under_init_lock, mapped_already, register, settle_layout, slots_full, Region, HEADER_BYTES};
 
+#[path = "watch.rs"]
+mod watch;
+
 type Handle = *mut c_void;
 
 #[repr(C)]
@@ -395,7 +398,10 @@ fn map(file: Handle, path: &str, user_bytes: u32, layout: Layout, build: &str) -
         unsafe { UnmapViewOfFile(base as *const c_void) };
         return Err(slots_full(path, layout));
     }
-    Ok((register(queues, base, size, layout, id, path), false))
+    queues.set_ns(*watch::NS);
+    let region = register(queues, base, size, layout, id, path);
+    watch::announce(&region);
+    Ok((region, false))
 }
 
 fn set_size(file: Handle, size: usize) -> bool {
@@ -509,7 +515,7 @@ pub(super) fn bell_info() -> (u32, u64) {
 }
 
 /// Whether this process learns of every death of the region's processes at
-/// once (no: its watching waits sleep in short slices).
-pub(super) fn watches(_region: &Region) -> bool {
-    false
+/// once (src/region/watch.rs), so that its watching waits can sleep long.
+pub(super) fn watches(region: &Region) -> bool {
+    watch::watches(region)
 }
