@@ -159,4 +159,27 @@ describe('region.locks: Web Locks across processes', skip, () => {
     await holder.exited
     SharedRegion.unlink(name)
   })
+
+  // Its store made, the stealer never wakes the holder's watch: the death
+  // it leaves (or a slice) must, or the holder here would learn of the
+  // steal only when it releases.
+  test('a stealer killed between its store and its wake-up: the holder here still learns that its lock was stolen', { timeout: 60000 }, async () => {
+    const { name, region, w } = fresh()
+    let release = null
+    const outcome = region.locks.request('job', () => new Promise((resolve) => { release = resolve }))
+      .then(() => 'resolved', (e) => e)
+    await until(() => release !== null, 'the lock here')
+    const stealer = child(['half-steal', name])
+    await until(() => Atomics.load(w, 5) === 1, 'the stealer to store STOLEN')
+    stealer.kill('SIGKILL')
+    await stealer.exited
+    // A held lock's watch keeps no process alive (nor does a pending
+    // promise): a server would, this does.
+    const alive = setInterval(() => {}, 1000)
+    const e = await outcome.finally(() => clearInterval(alive))
+    assert.strictEqual(e.name, 'AbortError', String(e))
+    assert.strictEqual(e.message, 'The lock was stolen.')
+    release()
+    SharedRegion.unlink(name)
+  })
 })

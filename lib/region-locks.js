@@ -36,7 +36,7 @@ const { threadId } = require('worker_threads')
 const { setImmediate } = require('timers')
 const binding = require('./native')
 const futex = require('./futex')
-const { enqueueAsync, enqueueWatchingAsync, waitWatching, cancelAsync, regionEnds } = futex.internal
+const { enqueueWatchingAsync, waitWatching, cancelAsync, regionEnds } = futex.internal
 const { AsyncLock } = require('./lock')
 const { SharedRegionError, DeadlockError, OWNER_DIED } = require('./errors')
 const { checkCanBlock } = require('./host')
@@ -469,11 +469,15 @@ function request (m, name, opts, fn, resolve, reject) {
       if (releaseSlot(m, slot, name)) stolenNow()
     }
     // A steal makes the request's promise reject with an AbortError at once;
-    // the callback runs on, and its lock no longer counts.
+    // the callback runs on, and its lock no longer counts. The watch sleeps
+    // watching: a stealer killed between its store and its wake-up leaves
+    // STOLEN to be found by the look after the end its death counts (or
+    // after a slice), not by this lock's release.
     const watch = () => {
       if (released) return
+      const ends = regionEnds(w)
       if (Atomics.load(w, b + STATE) === STOLEN) return stolenNow()
-      const q = enqueueAsync(w, b + STATE, HELD, Infinity, false)
+      const q = enqueueWatchingAsync(w, b + STATE, HELD, ends, Infinity, false)
       if (q === 'not-equal') return watch()
       q.promise.then(watch)
     }
@@ -524,4 +528,7 @@ function settle (fn, lock, resolve, reject, release) {
   Promise.resolve(result).then((v) => { release(); resolve(v) }, (e) => { release(); reject(e) })
 }
 
-module.exports = { SharedLockManager, MANAGER, BYTES }
+// For tests that play a process stopped at a given step.
+const internal = { slotsOf, stateOf: (s) => at(s) + STATE, STOLEN }
+
+module.exports = { SharedLockManager, MANAGER, BYTES, internal }
