@@ -57,6 +57,28 @@ async function killAtRandom (w, rounds, survivor, victim) {
   await Promise.all(survivors.map((s) => s.exited))
 }
 
+// The places in line for the object at byte `at` of `buffer` (entries of
+// `kinds` in the holds table, lib/region-holds.js), by arrival:
+// { entry, kind, bell }.
+function placesOf (buffer, at, kinds) {
+  const { holdsOf, layout: { ENTRIES_AT, ENTRY_WORDS, OWNER, OBJECT, KIND, AUX, BELL } } = require('../lib/region-holds')
+  const t = holdsOf(new Int32Array(buffer, at, 1)).w
+  const places = []
+  for (let e = ENTRIES_AT; e < t.length; e += ENTRY_WORDS) {
+    if (t[e + OWNER] !== 0 && t[e + OBJECT] === at + 1 && kinds.includes(t[e + KIND])) {
+      places.push({ entry: e, kind: t[e + KIND], bell: t[e + BELL], aux: t[e + AUX] })
+    }
+  }
+  return places.sort((a, b) => (a.aux - b.aux) | 0).map(({ entry, kind, bell }) => ({ entry, kind, bell }))
+}
+
+// The bell of entry `entry` of the holds table (it stays, and only moves
+// on, once the place is left).
+function bellOf (buffer, at, entry) {
+  const { holdsOf, layout: { BELL } } = require('../lib/region-holds')
+  return Atomics.load(holdsOf(new Int32Array(buffer, at, 1)).w, entry + BELL)
+}
+
 async function allExit (kids) {
   const ends = await Promise.all(kids.map((k) => k.exited))
   assert.deepStrictEqual(ends, ends.map(() => ({ code: 0, signal: null })))
@@ -331,6 +353,35 @@ describe('Semaphore in a shared region', skip, () => {
     SharedRegion.unlink(name)
   })
 
+  // No thundering herd: the waiters sleep on their places' bells, and only
+  // the first of the line is rung; the one served rings the next while
+  // permits are left.
+  test('a release rings the first in line only; the one served rings the next while permits are left', { timeout: 60000 }, async () => {
+    const { name, w, region, sem } = semaphore(0, 1)
+    const WAITING = [3] // the Semaphore's places (lib/region-semaphore.js)
+    const words = [90, 91, 92] // free words of the layout
+    const kids = []
+    for (const k of words) {
+      kids.push(child(['sem-want', name, '1', String(k)]))
+      await until(() => placesOf(region.buffer, AT.Semaphore, WAITING).length === kids.length, `waiter ${kids.length} in line`)
+    }
+    const before = placesOf(region.buffer, AT.Semaphore, WAITING)
+    sem.release(1)
+    await until(() => Atomics.load(w, words[0]) === 1, 'the first in line to be served')
+    assert.deepStrictEqual(placesOf(region.buffer, AT.Semaphore, WAITING), before.slice(1), 'the others were not rung')
+    assert.deepStrictEqual([Atomics.load(w, words[1]), Atomics.load(w, words[2])], [0, 0])
+    sem.release(2)
+    await until(() => Atomics.load(w, words[1]) === 1 && Atomics.load(w, words[2]) === 1, 'the next two (the second rung by the first)')
+    for (const kid of kids) kid.kill('SIGKILL')
+    await Promise.all(kids.map((k) => k.exited))
+    // The second release, by a thread that held none, paid the first
+    // waiter's permit (lib/region-semaphore.js): the two others' come back.
+    const release = await sem.acquireAsync({ permits: 2, timeout: 10000 })
+    release()
+    assert.strictEqual(sem.value, 2)
+    SharedRegion.unlink(name)
+  })
+
   test('a release by another process pays the holder\'s permits: its death then gives nothing back', { timeout: 60000 }, async () => {
     const { name, w, sem } = semaphore(3, 1)
     const holder = child(['sem-hold', name, '2'])
@@ -420,15 +471,16 @@ describe('Semaphore in a shared region', skip, () => {
 })
 
 // The words of the RwLock at AT.RwLock and its entries in the holds table
-// (lib/region-holds.js: 4 + 256 × 3 words of header and log, then entries
-// of 5 words: OWNER, OBJECT, KIND, COUNT, AUX), for a failure's message.
+// (lib/region-holds.js: OWNER, OBJECT, KIND, COUNT, AUX, BELL), for a
+// failure's message.
 function rwState (rw, w) {
   const i = AT.RwLock / 4
-  const table = require('../lib/region-holds').holdsOf(new Int32Array(rw.buffer, AT.RwLock, 4)).w
+  const { holdsOf, layout: { ENTRIES_AT, ENTRY_WORDS } } = require('../lib/region-holds')
+  const table = holdsOf(new Int32Array(rw.buffer, AT.RwLock, 4)).w
   const entries = []
-  for (let e = 4 + 256 * 3; e < table.length; e += 5) {
+  for (let e = ENTRIES_AT; e < table.length; e += ENTRY_WORDS) {
     if (table[e] !== 0 && table[e + 1] === i * 4 + 1) {
-      entries.push(`{owner ${table[e]} (${binding.regionOwnerAlive(w, table[e]) ? 'alive' : 'dead'}) kind ${table[e + 2]} count ${table[e + 3]} aux ${table[e + 4]}}`)
+      entries.push(`{owner ${table[e]} (${binding.regionOwnerAlive(w, table[e]) ? 'alive' : 'dead'}) kind ${table[e + 2]} count ${table[e + 3]} aux ${table[e + 4]} bell ${table[e + 5]}}`)
     }
   }
   const writer = Atomics.load(w, i) >>> 1
@@ -513,9 +565,10 @@ describe('RwLock in a shared region', skip, () => {
     const FIRST = 81 // who got in first: 1 the reader, 2 the writer
     const T = Date.now() - 1000
     const inLine = (kind) => {
-      const table = require('../lib/region-holds').holdsOf(new Int32Array(rw.buffer, AT.RwLock, 4)).w
-      for (let e = 4 + 256 * 3; e < table.length; e += 5) {
-        if (table[e] !== 0 && table[e + 1] === AT.RwLock + 1 && table[e + 2] === kind) return true
+      const { holdsOf, layout: { ENTRIES_AT, ENTRY_WORDS, OWNER, OBJECT, KIND } } = require('../lib/region-holds')
+      const table = holdsOf(new Int32Array(rw.buffer, AT.RwLock, 4)).w
+      for (let e = ENTRIES_AT; e < table.length; e += ENTRY_WORDS) {
+        if (table[e + OWNER] !== 0 && table[e + OBJECT] === AT.RwLock + 1 && table[e + KIND] === kind) return true
       }
       return false
     }
@@ -549,6 +602,69 @@ describe('RwLock in a shared region', skip, () => {
     rw.writeUnlock()
     assert.deepStrictEqual(await Promise.all([reader, writer]), ['in', 'in'])
     assert.strictEqual(Atomics.load(w, FIRST), 1, 'the reader, who came first, went first')
+    SharedRegion.unlink(name)
+  })
+
+  // The readers right behind a reader at the head of the line are rung
+  // with it; a writer after them, and the readers behind that writer, are not.
+  test('a write unlock rings the first reader in line and the readers right behind it, not the writer after them', { timeout: 60000 }, async () => {
+    const { name, w, region, rw } = rwlock()
+    const LINE = [4, 5] // READ_WAIT, WRITE_WAIT (lib/region-rwlock.js)
+    assert.strictEqual(rw.tryWrite(), ACQUIRED)
+    const kids = []
+    const stand = async (args) => {
+      kids.push(child(args))
+      await until(() => placesOf(region.buffer, AT.RwLock, LINE).length === kids.length, `${args[0]} ${kids.length} in line`)
+    }
+    // Free words of the layout: 90, 91, 92.
+    await stand(['rw-read', name, '90'])
+    await stand(['rw-read', name, '91'])
+    await stand(['rw-hold', name, 'write'])
+    await stand(['rw-read', name, '92'])
+    const before = placesOf(region.buffer, AT.RwLock, LINE)
+    assert.deepStrictEqual(before.map((p) => p.kind), [4, 4, 5, 4])
+    rw.writeUnlock()
+    await until(() => Atomics.load(w, 90) === 1 && Atomics.load(w, 91) === 1, 'the two readers at the head to read together')
+    assert.deepStrictEqual(placesOf(region.buffer, AT.RwLock, LINE), before.slice(2), 'the writer and the reader behind it were not rung')
+    assert.strictEqual(Atomics.load(w, HOLDING), 0, 'the writer waits for the readers')
+    kids[0].kill('SIGKILL')
+    kids[1].kill('SIGKILL')
+    await until(() => Atomics.load(w, HOLDING) === 1, 'the writer, once both readers died')
+    assert.strictEqual(Atomics.load(w, 92), 0, 'the last reader waits for the writer')
+    kids[2].kill('SIGKILL')
+    await until(() => Atomics.load(w, 92) === 1, 'the last reader, once the writer died')
+    kids[3].kill('SIGKILL')
+    await Promise.all(kids.map((k) => k.exited))
+    SharedRegion.unlink(name)
+  })
+
+  // A writer in line that gives up rings the readers behind it, together:
+  // the first alone would leave the second waiting for as long as the
+  // first reads.
+  test('a writer that leaves the line (aborted) rings the readers behind it together', { timeout: 60000 }, async () => {
+    const { name, w, region, rw } = rwlock()
+    const LINE = [4, 5] // READ_WAIT, WRITE_WAIT (lib/region-rwlock.js)
+    assert.strictEqual(rw.tryRead(), ACQUIRED)
+    const ac = new AbortController()
+    // Behind this thread's own read lock: in line, async.
+    const writing = rw.writeAsync({ signal: ac.signal }).then(() => 'acquired', (e) => e.name)
+    await until(() => placesOf(region.buffer, AT.RwLock, LINE).length === 1, 'the writer in line')
+    const kids = []
+    for (const k of [90, 91]) { // free words of the layout
+      kids.push(child(['rw-read', name, String(k)]))
+      await until(() => placesOf(region.buffer, AT.RwLock, LINE).length === kids.length + 1, `reader ${kids.length} in line`)
+    }
+    assert.deepStrictEqual([Atomics.load(w, 90), Atomics.load(w, 91)], [0, 0], 'the readers wait behind the writer')
+    const readers = placesOf(region.buffer, AT.RwLock, LINE).slice(1)
+    ac.abort()
+    assert.strictEqual(await writing, 'AbortError')
+    // Rung by the writer's leaving (done before its promise settled), not
+    // by a slice later.
+    assert.deepStrictEqual(readers.map((p) => bellOf(region.buffer, AT.RwLock, p.entry) > p.bell), [true, true])
+    await until(() => Atomics.load(w, 90) === 1 && Atomics.load(w, 91) === 1, 'both readers, rung together when the writer left')
+    rw.readUnlock()
+    for (const kid of kids) kid.kill('SIGKILL')
+    await Promise.all(kids.map((k) => k.exited))
     SharedRegion.unlink(name)
   })
 

@@ -10,7 +10,9 @@
 //                       the signal has not fired)
 //   p.park(ta, waited, remaining)
 //                       one native step: a status (held now: ACQUIRED or
-//                       OWNER_DIED) or { token, promise } (queued)
+//                       OWNER_DIED) or { token, promise, at } (queued; `at`:
+//                       [array, index] of the word it sleeps on, if not
+//                       ta[p.index])
 //   p.release(ta)       gives back what was acquired
 //   p.passOn(ta)        a wake-up to compete ('ok') that will not be used:
 //                       hand it on
@@ -45,8 +47,11 @@ function acquire (p, ta, opts, what) {
   const aborted = () => signal !== undefined && signal.aborted
   return new Promise((resolve, reject) => {
     let queued = null // the token of our queued waiter
+    let at = null // where it sleeps, if not ta[p.index]
     const onAbort = () => {
-      if (queued !== null && cancelAsync(ta, p.index, queued)) queued = null // it settles 'cancelled'
+      if (queued === null) return
+      const cancelled = at === null ? cancelAsync(ta, p.index, queued) : cancelAsync(at[0], at[1], queued)
+      if (cancelled) queued = null // it settles 'cancelled'
     }
     const finish = (settle, value) => {
       if (signal !== undefined) signal.removeEventListener('abort', onAbort)
@@ -84,6 +89,7 @@ function acquire (p, ta, opts, what) {
       const q = p.park(ta, now() - start, remaining)
       if (typeof q === 'string') return got(q)
       queued = q.token
+      at = q.at === undefined ? null : q.at
       q.promise.then(step)
     }
     if (signal !== undefined) signal.addEventListener('abort', onAbort)

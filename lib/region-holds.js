@@ -17,12 +17,15 @@
 //               never opened its table, is refused the new region's)
 //   from 4      LOG_MAX undo records of 3 words: where (0 the user's region,
 //               1 the table), index, the value before
-//   then        ENTRIES holds of 5 words:
+//   then        ENTRIES holds of 6 words:
 //                 OWNER   the holder's owner id in the user's region (0: free)
 //                 OBJECT  the object: the byte offset of its first word + 1
 //                 KIND    what is held (a number a primitive registered)
 //                 COUNT   how much
 //                 AUX     the primitive's (a waiter's arrival time)
+//                 BELL    a waiter's place: the word its thread sleeps on,
+//                         rung (incremented and woken) when its turn may
+//                         have come
 //
 // A transaction logs every word it is about to change (the record first,
 // then LOGGED, then the word), and empties the log (LOGGED = 0) when it is
@@ -52,13 +55,14 @@ const LOG_AT = 4
 const LOG_MAX = 256
 const ENTRIES_AT = LOG_AT + LOG_MAX * 3
 const ENTRIES = 1024
-const ENTRY_WORDS = 5
+const ENTRY_WORDS = 6
 const BYTES = (ENTRIES_AT + ENTRIES * ENTRY_WORDS) * 4
 const OWNER = 0
 const OBJECT = 1
 const KIND = 2
 const COUNT = 3
 const AUX = 4
+const BELL = 5
 const LINED = 1
 const GRACE_MS = 1
 
@@ -80,6 +84,14 @@ class Holds {
     this.me = binding.regionOwner(user)
     this.tableMe = binding.regionOwner(words)
     this.wakes = []
+    // Lines whose first waiters are to be rung when the transaction is
+    // done ([word, seqAt, kinds, together] each), and the bells rung.
+    this.rings = []
+    this.bells = []
+    // The bell this thread's waiter is to sleep on (an index in `w`, -1:
+    // none) and its value, read in the transaction that queued it.
+    this.parked = -1
+    this.parkedBell = 0
     // Where this thread's entries are (object → entry), checked on use: a
     // release by another thread can empty one.
     this.cache = new Map()
@@ -110,6 +122,7 @@ class Holds {
     let result
     try {
       result = fn(this)
+      if (this.rings.length !== 0) this.ringFirsts()
       Atomics.store(w, LOGGED, 0)
     } catch (e) {
       this.undo()
@@ -120,6 +133,11 @@ class Holds {
       if (wakes.length !== 0) {
         this.wakes = []
         for (const i of wakes) futex.notify(this.user, i)
+      }
+      const bells = this.bells
+      if (bells.length !== 0) {
+        this.bells = []
+        for (const i of bells) futex.notify(w, i)
       }
     }
     return result
@@ -134,6 +152,8 @@ class Holds {
     }
     Atomics.store(w, LOGGED, 0)
     this.wakes = []
+    this.rings = []
+    this.bells = []
   }
 
   // Changes a word, logged: `where` is 0 for user[i], 1 for the table's w[i].
@@ -225,7 +245,16 @@ class Holds {
   // AUX (Date.now()'s low 32 bits, compared as such: right for waits shorter
   // than 24 days). user[seqAt] is the object's sequence word: bit 0 (LINED)
   // says whether anyone may be in line, the rest moves on by 2 when the
-  // line or the object changes (its waiters sleep on it).
+  // line or the object changes.
+  //
+  // A waiter sleeps on its place's BELL (watching the table region's count
+  // of ends), with the value read in the transaction that queued it. A
+  // change that may let a waiter go rings the first live place of the line
+  // when its transaction is done (and, `together`, the places of that kind
+  // right behind it: readers behind a reader), not every waiter: the first
+  // that goes rings the next if there is more to take. A place whose thread
+  // died is passed over; the end its death counts wakes every watching
+  // sleeper, and the first look gives the place back.
 
   // Whether this thread may go now as far as the line goes: no other
   // thread's live place of `before` kinds came before this thread's own
@@ -250,7 +279,8 @@ class Holds {
     return go
   }
 
-  // This thread takes a place of `kind` in line (if it has none). Places
+  // This thread takes a place of `kind` in line (if it has none), and is to
+  // sleep on its bell (`parked`, `parkedBell`). Places
   // in one object's line (of `all` kinds) get distinct arrival times, in
   // the order of these transactions (which the table's lock puts one after
   // the other): one in the same millisecond as, or before (a clock set
@@ -258,30 +288,80 @@ class Holds {
   // of one millisecond would each find that the other did not come first,
   // and the later could go first.
   queue (word, seqAt, kind, all) {
-    if (this.mine(word, kind) !== -1) return
+    let e = this.mine(word, kind)
+    if (e === -1) e = this.place(word, seqAt, kind, all)
+    this.parked = e + BELL
+    this.parkedBell = Atomics.load(this.w, e + BELL)
+  }
+
+  place (word, seqAt, kind, all) {
     let arrival = Date.now() | 0
     for (const k of all || [kind]) {
       for (const came of this.others(word, k)) {
         if (((came - arrival) | 0) >= 0) arrival = (came + 1) | 0
       }
     }
-    this.add(word, kind, 1, arrival)
+    const e = this.add(word, kind, 1, arrival)
     const seq = Atomics.load(this.user, seqAt)
     if ((seq & LINED) === 0) this.put(seqAt, seq | LINED)
+    return e
   }
 
-  // This thread leaves its place of `kind` (if it has one); the line's
-  // waiters look again (the next may go now).
-  unqueue (word, seqAt, kind) {
-    if (this.mine(word, kind) === -1) return
+  // This thread leaves its place of `kind` (if it has one): it took what
+  // it waited for (`next`: and there may be more for the next waiter), or
+  // gave up (`next`: it may have been rung); the next are rung as `ring`
+  // says. Its other waiters on the same object (async acquisitions of one
+  // thread share its place) wake and take a place again.
+  unqueue (word, seqAt, kind, all, next, together) {
+    const e = this.mine(word, kind)
+    if (e === -1) return
     this.add(word, kind, -1)
-    this.moveOn(seqAt)
+    this.put(seqAt, (Atomics.load(this.user, seqAt) + 2) | 0)
+    this.bells.push(e + BELL)
+    if (next) this.ring(word, seqAt, all, together)
   }
 
-  // user[seqAt] moves on (LINED kept), and its sleepers wake.
-  moveOn (seqAt) {
+  // user[seqAt] moves on (LINED kept), and the first of the line (of `all`
+  // kinds) is rung.
+  moveOn (word, seqAt, all, together) {
     this.put(seqAt, (Atomics.load(this.user, seqAt) + 2) | 0)
-    this.wake(seqAt)
+    this.ring(word, seqAt, all, together)
+  }
+
+  // The first of the line of the object at user[word] (of `all` kinds) is
+  // rung once the transaction is done (with those of kind `together`
+  // right behind it, if it is of that kind).
+  ring (word, seqAt, all, together) {
+    const r = this.rings.find((r) => r[0] === word)
+    if (r === undefined) this.rings.push([word, seqAt, all, together])
+    else if (together !== undefined) r[3] = together
+  }
+
+  ringFirsts () {
+    const w = this.w
+    for (const [word, seqAt, all, together] of this.rings) {
+      if ((Atomics.load(this.user, seqAt) & LINED) === 0) continue
+      const object = word * 4 + 1
+      const line = []
+      for (let e = ENTRIES_AT; e < ENTRIES_AT + ENTRIES * ENTRY_WORDS; e += ENTRY_WORDS) {
+        if (Atomics.load(w, e + OWNER) !== 0 && Atomics.load(w, e + OBJECT) === object && all.includes(Atomics.load(w, e + KIND))) line.push(e)
+      }
+      line.sort((a, b) => (Atomics.load(w, a + AUX) - Atomics.load(w, b + AUX)) | 0)
+      // Asked of the first places only (a probe of another process's
+      // liveness is a system call).
+      let rung = 0
+      for (const e of line) {
+        const owner = Atomics.load(w, e + OWNER)
+        if (owner !== this.me && !binding.regionOwnerAlive(this.user, owner)) continue
+        const kind = Atomics.load(w, e + KIND)
+        if (rung > 0 && kind !== together) break
+        Atomics.add(w, e + BELL, 1)
+        this.bells.push(e + BELL)
+        rung++
+        if (kind !== together) break
+      }
+    }
+    this.rings = []
   }
 
   // Takes up to `n` of `kind` of the object off the holds of this thread's
@@ -399,4 +479,4 @@ function register (kind, giveBack) {
   kinds.set(kind, giveBack)
 }
 
-module.exports = { holdsOf, register, holdsFileOf, LINED }
+module.exports = { holdsOf, register, holdsFileOf, LINED, layout: { ENTRIES_AT, ENTRY_WORDS, OWNER, OBJECT, KIND, AUX, BELL } }

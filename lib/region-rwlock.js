@@ -8,8 +8,7 @@
 //   READERS  read locks held
 //   (cell 2) reserved, stays 0
 //   SEQ      seq·2 + LINED: moves on by 2 whenever the lock is let go or a
-//            waiter leaves the line (waiters sleep on it); LINED: waiters
-//            are in line
+//            waiter leaves the line; LINED: waiters are in line
 //
 // Every change is a transaction of the region's holds table
 // (lib/region-holds.js), which records each thread's read locks: a reader
@@ -24,10 +23,11 @@
 // together, a writer is not starved by a stream of readers, nor readers by
 // a stream of writers (in the order they came, as a task-fair lock). A
 // newcomer passes a waiter only while it has waited less than 1 ms. Waiters
-// sleep on SEQ watching (the region's count of ends, read before the look:
-// the end of a thread or process wakes them, src/region.rs; each sleep also
-// lasts a slice at most); every unlock wakes every waiter, and each looks
-// whether it may go.
+// sleep on their place's bell in the table, watching (the table region's
+// count of ends, read before the look: the end of a thread or process wakes
+// them, src/region.rs; each sleep also lasts a slice at most). An unlock
+// rings the first live place of the line, and the readers right behind a
+// reader there: they may go together.
 const futex = require('./futex')
 const held = require('./held')
 const binding = require('./native')
@@ -46,6 +46,10 @@ const WRITE_WAIT = 5
 const LINE = [READ_WAIT, WRITE_WAIT]
 const WRITERS = [WRITE_WAIT]
 
+// SEQ moves on, and the first of the line (with the readers right behind a
+// reader there) is rung.
+const letGo = (tx, i) => tx.moveOn(i, i + SEQ, LINE, READ_WAIT)
+
 const BUSY = 0
 const MINE = 1 // held by this thread in a way that makes waiting a deadlock
 
@@ -56,25 +60,22 @@ const at = (ta) => ta.byteOffset >> 2
 // freed (the entry is, by the table).
 register(KIND, (tx, user, i, n) => {
   tx.put(i + READERS, Math.max(0, Atomics.load(user, i + READERS) - n))
-  tx.put(i + SEQ, (Atomics.load(user, i + SEQ) + 2) | 0)
-  return i + SEQ
+  letGo(tx, i)
+  return -1
 })
 for (const kind of LINE) {
   register(kind, (tx, user, i) => {
-    tx.put(i + SEQ, (Atomics.load(user, i + SEQ) + 2) | 0)
-    return i + SEQ
+    letGo(tx, i)
+    return -1
   })
 }
 
 const liveOther = (tx, owner) => owner !== 0 && owner !== tx.me && binding.regionOwnerAlive(tx.user, owner)
 
-function letGo (tx, i) {
-  tx.moveOn(i + SEQ)
-}
-
 // One attempt at a read lock: ACQUIRED, OWNER_DIED, BUSY or MINE. Without
 // `takeOver`, a dead writer's lock is BUSY (the async fast path leaves it to
-// the step that reports it). `queue`: one that cannot takes a place in line.
+// the step that reports it). `queue`: one that cannot takes a place in line,
+// and is to sleep on its bell (the table's `parked`).
 function readOnce (ta, takeOver, queue) {
   const i = at(ta)
   return holdsOf(ta).run((tx) => {
@@ -88,7 +89,8 @@ function readOnce (ta, takeOver, queue) {
     if (writer !== 0) tx.put(i + STATE, 0) // a dead writer's: taken over
     tx.put(i + READERS, Atomics.load(tx.user, i + READERS) + 1)
     tx.add(i, KIND, 1)
-    tx.unqueue(i, i + SEQ, READ_WAIT)
+    // The readers right behind it were rung with it.
+    tx.unqueue(i, i + SEQ, READ_WAIT, LINE, false)
     return writer !== 0 ? OWNER_DIED : ACQUIRED
   })
 }
@@ -109,7 +111,7 @@ function writeOnce (ta, takeOver, queue) {
       return BUSY
     }
     tx.put(i + STATE, tx.me << 1)
-    tx.unqueue(i, i + SEQ, WRITE_WAIT)
+    tx.unqueue(i, i + SEQ, WRITE_WAIT, LINE, false)
     return writer !== 0 ? OWNER_DIED : ACQUIRED
   })
 }
@@ -118,7 +120,7 @@ function writeOnce (ta, takeOver, queue) {
 const leaveAs = (kind) => (ta) => {
   if ((Atomics.load(ta, SEQ) & LINED) === 0) return
   const i = at(ta)
-  holdsOf(ta).run((tx) => tx.unqueue(i, i + SEQ, kind))
+  holdsOf(ta).run((tx) => tx.unqueue(i, i + SEQ, kind, LINE, true, READ_WAIT))
 }
 const leaveRead = leaveAs(READ_WAIT)
 const leaveWrite = leaveAs(WRITE_WAIT)
@@ -165,10 +167,10 @@ function downgrade (ta, what) {
 // Blocks: ACQUIRED or OWNER_DIED; LockTimeoutError, DeadlockError.
 function block (ta, write, timeout, what) {
   const deadline = now() + timeout
+  const table = holdsOf(ta)
   try {
     for (;;) {
-      const ends = regionEnds(ta)
-      const seen = Atomics.load(ta, SEQ)
+      const ends = regionEnds(table.w)
       const r = write ? writeOnce(ta, true, timeout !== 0) : readOnce(ta, true, timeout !== 0)
       if (r === MINE) {
         throw new DeadlockError(write
@@ -178,7 +180,7 @@ function block (ta, write, timeout, what) {
       if (r !== BUSY) return r
       const remaining = deadline - now()
       if (remaining <= 0) throw new LockTimeoutError(`${what}: not acquired within ${timeout} ms`)
-      waitWatching(ta, SEQ, seen, ends, remaining)
+      waitWatching(table.w, table.parked, table.parkedBell, ends, remaining)
     }
   } catch (e) {
     // A deadlock, a timeout, or a wait that could not be queued: out of the line.
@@ -199,24 +201,30 @@ function attempt (ta, write) {
 // The protocols for lib/acquire.js.
 function protocolOf (write) {
   const once = write ? writeOnce : readOnce
+  const kind = write ? WRITE_WAIT : READ_WAIT
   const release = write ? (ta) => writeUnlock(ta, 'RwLock.writeUnlock') : (ta) => readUnlock(ta, 'RwLock.readUnlock')
   return {
     index: SEQ,
     now: (ta, opts) => !(opts.signal !== undefined && opts.signal.aborted) && once(ta, false, false) === ACQUIRED,
     park (ta, waited, remaining) {
+      const table = holdsOf(ta)
       for (;;) {
-        const ends = regionEnds(ta)
-        const seen = Atomics.load(ta, SEQ)
+        const ends = regionEnds(table.w)
         const r = once(ta, true, true)
-        // An async acquisition behind this thread's own hold waits for it.
         if (r !== BUSY && r !== MINE) return r
-        const q = enqueueWatchingAsync(ta, SEQ, seen, ends, remaining, true)
+        // An async acquisition behind this thread's own hold (or its own
+        // waiting writer) waits for it, in line: the release rings the line.
+        if (r === MINE) {
+          const i = at(ta)
+          table.run((tx) => tx.queue(i, i + SEQ, kind, LINE))
+        }
+        const q = enqueueWatchingAsync(table.w, table.parked, table.parkedBell, ends, remaining, true)
         if (q === 'not-equal') continue
-        return { token: q.token, promise: q.promise.then((o) => o === 'timed-out' ? 'ok' : o) }
+        return { token: q.token, promise: q.promise.then((o) => o === 'timed-out' ? 'ok' : o), at: [table.w, table.parked] }
       }
     },
     release,
-    passOn () {}, // every waiter was woken
+    passOn () {}, // leave() rings the next
     leave: write ? leaveWrite : leaveRead,
     info: (status) => status === OWNER_DIED ? INFO_OWNER_DIED : INFO_OK,
     ok: null,

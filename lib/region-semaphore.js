@@ -5,7 +5,7 @@
 //
 //   WORD   the permits free (0 … 2^31 − 1)
 //   SEQ    seq·2 + LINED: moves on by 2 whenever permits come back or a
-//          waiter leaves (acquirers sleep on it); LINED: waiters are in line
+//          waiter leaves; LINED: waiters are in line
 //
 // Every change is a transaction of the region's holds table
 // (lib/region-holds.js), which records what each thread took: a release
@@ -27,12 +27,13 @@
 // whose process died is taken out by the next look. LINED goes when the
 // line is found empty; without it a take looks at no other entry.
 //
-// Acquirers sleep on SEQ watching (a release's wake-up comes after its
-// transaction, and a process killed between the two must not leave anyone
-// asleep: the region's count of ends, read before the look, and the end of
-// a thread or process wakes every watching sleeper, src/region.rs; each
-// sleep also lasts a slice at most); every release wakes every waiter, and
-// each looks whether it is first.
+// Acquirers sleep on their place's bell in the table, watching (a
+// release's wake-up comes after its transaction, and a process killed
+// between the two must not leave anyone asleep: the table region's count of
+// ends, read before the look, and the end of a thread or process wakes
+// every watching sleeper, src/region.rs; each sleep also lasts a slice at
+// most). A release rings the first live place of the line, not every
+// waiter; a waiter that takes permits and leaves some rings the next.
 const futex = require('./futex')
 const { waitWatching, enqueueWatchingAsync, regionEnds } = futex.internal
 const { holdsOf, register, LINED } = require('./region-holds')
@@ -49,21 +50,22 @@ const wordOf = (ta) => ta.byteOffset >> 2
 
 // What a dead thread held goes back to the free permits; a dead waiter's
 // place in line is freed (the entry is, by the table).
+const LINE = [WAITING]
+
 register(KIND, (tx, user, at, n) => {
   tx.put(at, Math.min(MAX, Atomics.load(user, at) + n))
-  tx.put(at + 1, (Atomics.load(user, at + 1) + 2) | 0)
-  return at + 1
+  tx.moveOn(at, at + 1, LINE)
+  return -1
 })
 register(WAITING, (tx, user, at) => {
-  tx.put(at + 1, (Atomics.load(user, at + 1) + 2) | 0)
-  return at + 1
+  tx.moveOn(at, at + 1, LINE)
+  return -1
 })
-
-const LINE = [WAITING]
 
 // Takes `n` permits if they are free and this thread's turn (after giving
 // back what dead holders had, if they are not). `queue`: one that cannot
-// takes a place in line (a waiter; not tryAcquire or the first look).
+// takes a place in line (a waiter; not tryAcquire or the first look), and
+// is to sleep on its bell (the table's `parked`).
 function take (ta, n, queue) {
   const at = wordOf(ta)
   return holdsOf(ta).run((tx) => {
@@ -72,7 +74,7 @@ function take (ta, n, queue) {
     if (v >= n && tx.mayGo(at, at + 1, WAITING, LINE, LINE)) {
       tx.put(at, v - n)
       tx.add(at, KIND, n)
-      tx.unqueue(at, at + 1, WAITING)
+      tx.unqueue(at, at + 1, WAITING, LINE, v > n)
       return true
     }
     if (queue) tx.queue(at, at + 1, WAITING)
@@ -84,7 +86,7 @@ function take (ta, n, queue) {
 function leave (ta) {
   if ((Atomics.load(ta, SEQ) & LINED) === 0) return
   const at = wordOf(ta)
-  holdsOf(ta).run((tx) => tx.unqueue(at, at + 1, WAITING))
+  holdsOf(ta).run((tx) => tx.unqueue(at, at + 1, WAITING, LINE, true))
 }
 
 function give (ta, n, what) {
@@ -96,7 +98,7 @@ function give (ta, n, what) {
     const mine = Math.min(tx.held(at, KIND), n)
     if (mine > 0) tx.add(at, KIND, -mine)
     if (n > mine) tx.payOthers(at, KIND, n - mine)
-    tx.moveOn(at + 1)
+    tx.moveOn(at, at + 1, LINE)
   })
 }
 
@@ -105,14 +107,14 @@ const missing = (n) => n === 1 ? 'no permit' : `no ${n} permits`
 // Blocks until `n` permits are taken; LockTimeoutError after `timeout` ms.
 function acquire (ta, n, timeout, what) {
   const deadline = now() + timeout
+  const table = holdsOf(ta)
   try {
     for (;;) {
-      const ends = regionEnds(ta)
-      const seen = Atomics.load(ta, SEQ)
+      const ends = regionEnds(table.w)
       if (take(ta, n, timeout !== 0)) return
       const remaining = deadline - now()
       if (remaining <= 0) throw new LockTimeoutError(`${what}: ${missing(n)} within ${timeout} ms`)
-      waitWatching(ta, SEQ, seen, ends, remaining)
+      waitWatching(table.w, table.parked, table.parkedBell, ends, remaining)
     }
   } catch (e) {
     // Timed out, or a wait that could not be queued: out of the line.
@@ -130,17 +132,17 @@ function protocol (n) {
     index: SEQ,
     now: (ta, opts) => !(opts.signal !== undefined && opts.signal.aborted) && take(ta, n, false),
     park (ta, waited, remaining) {
+      const table = holdsOf(ta)
       for (;;) {
-        const ends = regionEnds(ta)
-        const seen = Atomics.load(ta, SEQ)
+        const ends = regionEnds(table.w)
         if (take(ta, n, true)) return ACQUIRED
-        const q = enqueueWatchingAsync(ta, SEQ, seen, ends, remaining, true)
+        const q = enqueueWatchingAsync(table.w, table.parked, table.parkedBell, ends, remaining, true)
         if (q === 'not-equal') continue
-        return { token: q.token, promise: q.promise.then((o) => o === 'timed-out' ? 'ok' : o) }
+        return { token: q.token, promise: q.promise.then((o) => o === 'timed-out' ? 'ok' : o), at: [table.w, table.parked] }
       }
     },
     release: (ta) => give(ta, n, 'Semaphore.release'),
-    passOn () {}, // every acquirer was woken
+    passOn () {}, // leave() rings the next
     leave,
     info: () => undefined,
     ok: undefined,
