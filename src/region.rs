@@ -65,8 +65,8 @@ pub(crate) struct Region {
     listener: Mutex<bool>,
     delivering: Mutex<()>,
     /// Whether this process's watcher of deaths follows every other process
-    /// of the region (src/region/watch.rs; Linux and Windows).
-    #[cfg_attr(not(any(target_os = "linux", windows)), allow(dead_code))]
+    /// of the region (src/region/watch.rs; Linux, macOS and Windows).
+    #[cfg_attr(not(any(target_os = "linux", target_os = "macos", windows)), allow(dead_code))]
     watched: AtomicBool,
 }
 

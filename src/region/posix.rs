@@ -26,7 +26,7 @@ use super::{coded, map_under_init_lock, mapped_already, register, settle_layout,
 #[cfg(target_os = "linux")]
 #[path = "bell.rs"]
 mod bell;
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", target_os = "macos"))]
 #[path = "watch.rs"]
 mod watch;
 
@@ -379,12 +379,11 @@ fn map(fd: i32, path: &str, user_bytes: u32, layout: Layout, build: &str) -> Res
         return Err(slots_full(path, layout));
     }
     #[cfg(target_os = "linux")]
-    {
-        queues.set_bells(*bell::BELLS);
-        queues.set_ns(*watch::NS);
-    }
+    queues.set_bells(*bell::BELLS);
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
+    queues.set_ns(*watch::NS);
     let region = register(queues, base, size, layout, id, path);
-    #[cfg(target_os = "linux")]
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
     watch::announce(&region);
     Ok((region, false))
 }
@@ -503,12 +502,11 @@ pub(super) fn unlink(path: &str) -> Result<bool> {
 pub(super) const SUPPORTED: bool = true;
 
 /// Whether this process learns of every death of the region's processes at
-/// once (Linux: src/region/watch.rs), so that its watching waits can sleep
-/// long.
+/// once (src/region/watch.rs), so that its watching waits can sleep long.
 pub(super) fn watches(region: &Region) -> bool {
-    #[cfg(target_os = "linux")]
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
     return watch::watches(region);
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
         let _ = region;
         false

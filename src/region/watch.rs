@@ -1,4 +1,4 @@
-//! The watcher of deaths (Linux 5.3+ and Windows): one thread per process
+//! The watcher of deaths (Linux 5.3+, Windows, macOS): one thread per process
 //! that learns at once when another process of a region it maps dies, and
 //! then counts an end in that region and wakes every watching waiter there
 //! (futex-core's `Queues::end_seen`). Without it a sleeper over region
@@ -15,6 +15,9 @@
 //! * Windows: a process handle (`OpenProcess` with `SYNCHRONIZE`), waited on
 //!   with `WaitForMultipleObjects`, 63 at most (the 64th is the watcher's
 //!   own event): past 63 other processes the region is not watched.
+//! * macOS: a kqueue `EVFILT_PROC` / `NOTE_EXIT` event registered for the
+//!   pid (one per process however many of its slots are followed: the
+//!   user's region and its holds table are two).
 //!
 //! A fired handle is taken for the death once the slot's lock is seen free
 //! (or the slot claimed again): where the system signals the handle before
@@ -35,10 +38,11 @@
 //! A process that claims a slot tells the watchers of the others (Linux: a
 //! byte to `shared-futex-bell/<their bells>/w`, the watcher's own socket
 //! beside the threads' bells; Windows: the named event
-//! `Local\shared-futex.deaths.<pid>`), and each looks at the slots again. A
-//! slot that changed generation, or that is found free where a process was
-//! followed or was never seen alive, counts as an end. A watcher also looks
-//! every second, should a message be lost.
+//! `Local\shared-futex.deaths.<pid>`; macOS has no such message, and its
+//! watchers look five times a second instead), and each looks at the slots
+//! again. A slot that changed generation, or that is found free where a
+//! process was followed or was never seen alive, counts as an end. A
+//! watcher also looks every second, should a message be lost.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::*;
@@ -50,6 +54,8 @@ use futex_core::shared::{Os, Queues};
 
 #[cfg(target_os = "linux")]
 use linux as sys;
+#[cfg(target_os = "macos")]
+use macos as sys;
 #[cfg(windows)]
 use windows as sys;
 
@@ -110,15 +116,18 @@ fn run(mut poller: sys::Poller) {
     loop {
         look(&mut poller, &mut followed, &mut seen);
         fired.clear();
-        poller.wait(1000, &mut fired);
+        poller.wait(sys::LOOK_MS, &mut fired);
         for &p in &fired {
-            let Some((&(_, i), f)) = followed.iter_mut().find(|(_, f)| f.proc == Some(p)) else { continue };
-            poller.remove(p);
-            // Seen gone with this generation: not counted again.
-            f.proc = None;
-            if let Some(region) = f.region.upgrade() {
-                settle(&region.queues, i, f.gen);
-                region.queues.end_seen();
+            // Every slot of that process (one per region: a process's
+            // handle is its own per slot except on macOS).
+            for (&(_, i), f) in followed.iter_mut().filter(|(_, f)| f.proc == Some(p)) {
+                poller.remove(p);
+                // Seen gone with this generation: not counted again.
+                f.proc = None;
+                if let Some(region) = f.region.upgrade() {
+                    settle(&region.queues, i, f.gen);
+                    region.queues.end_seen();
+                }
             }
         }
     }
@@ -201,7 +210,7 @@ fn look(poller: &mut sys::Poller, followed: &mut Slots, seen: &mut Vec<Weak<Regi
                 all = false;
                 None
             } else {
-                match follow(q, i, gen, slot.pid.load(SeqCst)) {
+                match follow(poller, q, i, gen, slot.pid.load(SeqCst)) {
                     Some(p) if poller.add(p) => Some(p),
                     _ => {
                         // Gone meanwhile, claimed again, not to be opened
@@ -222,14 +231,14 @@ fn look(poller: &mut sys::Poller, followed: &mut Slots, seen: &mut Vec<Weak<Regi
 
 /// A handle of the process holding slot `i` with generation `gen`, whose
 /// pid the slot says is `pid`; `None` if that cannot be made sure of.
-fn follow(q: &Queues<super::Sys>, i: u32, gen: u32, pid: u32) -> Option<sys::Proc> {
-    let p = sys::open(pid)?;
+fn follow(poller: &mut sys::Poller, q: &Queues<super::Sys>, i: u32, gen: u32, pid: u32) -> Option<sys::Proc> {
+    let p = poller.open(pid)?;
     // Held, by the same claim, after the handle was made: that claimer was
     // alive then, so the pid was still its own.
     if q.os().slot_alive(i) && q.slot(i).gen.load(SeqCst) == gen && q.slot(i).pid.load(SeqCst) == pid {
         Some(p)
     } else {
-        sys::close(p);
+        poller.remove(p);
         None
     }
 }
@@ -268,13 +277,16 @@ mod linux {
         }
     }
 
-    pub(super) fn open(pid: u32) -> Option<i32> {
+    /// How often the watcher looks at the slots (newcomers ring it).
+    pub(super) const LOOK_MS: i32 = 1000;
+
+    fn pidfd_open(pid: u32) -> Option<i32> {
         // SAFETY: the system call takes a pid and flags.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_long, 0 as libc::c_long) };
         (fd >= 0).then_some(fd as i32)
     }
 
-    pub(super) fn close(fd: i32) {
+    fn close(fd: i32) {
         // SAFETY: a descriptor of this module, closed once.
         unsafe { libc::close(fd) };
     }
@@ -290,7 +302,7 @@ mod linux {
     impl Poller {
         /// `None`: no pidfd (kernels before 5.3) or no epoll.
         pub(super) fn new() -> Option<Poller> {
-            close(open(std::process::id())?);
+            close(pidfd_open(std::process::id())?);
             // SAFETY: see above.
             let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
             if ep < 0 {
@@ -305,6 +317,11 @@ mod linux {
             Some(Poller { ep, sock })
         }
 
+        /// A pidfd of process `pid` (not yet followed).
+        pub(super) fn open(&mut self, pid: u32) -> Option<i32> {
+            pidfd_open(pid)
+        }
+
         /// Follows `fd`; false (and closed): cannot.
         pub(super) fn add(&mut self, fd: i32) -> bool {
             let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: fd as u64 };
@@ -316,7 +333,7 @@ mod linux {
             added
         }
 
-        /// Stops following `fd` and closes it. Taken out of the epoll set
+        /// Stops following `fd` (if it was) and closes it. Taken out of the epoll set
         /// first: closing alone leaves it there while any other descriptor
         /// refers to the same pidfd (a child forked meanwhile, before its
         /// exec), and a pidfd that has fired stays readable. So the number
@@ -406,13 +423,10 @@ mod windows {
         }
     }
 
-    pub(super) fn open(pid: u32) -> Option<usize> {
-        // SAFETY: see above.
-        let h = unsafe { OpenProcess(SYNCHRONIZE, 0, pid) };
-        (!h.is_null()).then_some(h as usize)
-    }
+    /// How often the watcher looks at the slots (newcomers set its event).
+    pub(super) const LOOK_MS: i32 = 1000;
 
-    pub(super) fn close(h: usize) {
+    fn close(h: usize) {
         // SAFETY: see above.
         unsafe { CloseHandle(h as Handle) };
     }
@@ -434,6 +448,13 @@ mod windows {
             Some(Poller { handles: vec![own as usize] })
         }
 
+        /// A handle of process `pid` (not yet followed).
+        pub(super) fn open(&mut self, pid: u32) -> Option<usize> {
+            // SAFETY: see above.
+            let h = unsafe { OpenProcess(SYNCHRONIZE, 0, pid) };
+            (!h.is_null()).then_some(h as usize)
+        }
+
         /// Follows `h`; false (and closed): 63 processes are followed already.
         pub(super) fn add(&mut self, h: usize) -> bool {
             if self.handles.len() >= MAXIMUM_WAIT_OBJECTS {
@@ -444,6 +465,7 @@ mod windows {
             true
         }
 
+        /// Stops following `h` (if it was) and closes it.
         pub(super) fn remove(&mut self, h: usize) {
             if let Some(i) = self.handles.iter().skip(1).position(|&x| x == h) {
                 self.handles.remove(i + 1);
@@ -463,6 +485,132 @@ mod windows {
             } else if r >= MAXIMUM_WAIT_OBJECTS && r != 0x102 {
                 // WAIT_FAILED: not for a handle of ours; do not spin.
                 std::thread::sleep(std::time::Duration::from_millis(ms as u64));
+            }
+        }
+    }
+}
+
+/// macOS: one kqueue, an `EVFILT_PROC` / `NOTE_EXIT` event per process
+/// followed (by pid: one for all the slots of that process, counted), and
+/// an `EVFILT_USER` event for this process's own new regions. Other
+/// processes cannot tell this watcher of a newcomer: it looks five times a
+/// second.
+#[cfg(target_os = "macos")]
+mod macos {
+    use std::collections::HashMap;
+    use std::ptr;
+    use std::sync::OnceLock;
+
+    use futex_core::shared::Slot;
+
+    // SAFETY (for the calls below): the kqueue this module made, with
+    // arrays of the sizes given.
+
+    /// A pid whose exit is registered with the kqueue.
+    pub(super) type Proc = i32;
+
+    /// macOS has no pid namespaces.
+    pub(super) fn namespace() -> u32 {
+        1
+    }
+
+    /// How often the watcher looks at the slots (no newcomer tells it).
+    pub(super) const LOOK_MS: i32 = 200;
+
+    /// The ident of the watcher's `EVFILT_USER` event.
+    const WAKE: usize = 0;
+
+    /// The watcher's kqueue, once it runs.
+    static OWN: OnceLock<i32> = OnceLock::new();
+
+    fn change(kq: i32, ident: usize, filter: i16, flags: u16, fflags: u32) -> bool {
+        // SAFETY: an all-zero kevent is valid; the fields are set below.
+        let mut ev: libc::kevent = unsafe { std::mem::zeroed() };
+        ev.ident = ident;
+        ev.filter = filter;
+        ev.flags = flags;
+        ev.fflags = fflags;
+        // SAFETY: see above.
+        unsafe { libc::kevent(kq, &ev, 1, ptr::null_mut(), 0, ptr::null()) == 0 }
+    }
+
+    pub(super) fn ring_own() {
+        if let Some(&kq) = OWN.get() {
+            change(kq, WAKE, libc::EVFILT_USER, 0, libc::NOTE_TRIGGER);
+        }
+    }
+
+    /// No message between the watchers of two processes here.
+    pub(super) fn ring(_slot: &Slot) {}
+
+    pub(super) struct Poller {
+        kq: i32,
+        /// How many followed slots each pid has.
+        follows: HashMap<i32, u32>,
+    }
+
+    impl Poller {
+        pub(super) fn new() -> Option<Poller> {
+            // SAFETY: see above.
+            let kq = unsafe { libc::kqueue() };
+            if kq < 0 {
+                return None;
+            }
+            if !change(kq, WAKE, libc::EVFILT_USER, libc::EV_ADD | libc::EV_CLEAR, 0) {
+                // SAFETY: the kqueue just made, closed once.
+                unsafe { libc::close(kq) };
+                return None;
+            }
+            OWN.set(kq).ok()?;
+            Some(Poller { kq, follows: HashMap::new() })
+        }
+
+        /// Registers the exit of process `pid` (`None`: no such process).
+        pub(super) fn open(&mut self, pid: u32) -> Option<i32> {
+            let pid = i32::try_from(pid).ok().filter(|&p| p > 0)?;
+            let n = self.follows.entry(pid).or_insert(0);
+            if *n == 0
+                && !change(self.kq, pid as usize, libc::EVFILT_PROC, libc::EV_ADD | libc::EV_ONESHOT, libc::NOTE_EXIT)
+            {
+                self.follows.remove(&pid);
+                return None;
+            }
+            *n += 1;
+            Some(pid)
+        }
+
+        /// Registered at `open`.
+        pub(super) fn add(&mut self, _pid: i32) -> bool {
+            true
+        }
+
+        /// One slot of `pid` is no longer followed; the event goes with the last.
+        pub(super) fn remove(&mut self, pid: i32) {
+            let Some(n) = self.follows.get_mut(&pid) else { return };
+            *n -= 1;
+            if *n == 0 {
+                self.follows.remove(&pid);
+                // Already gone if it fired (one-shot).
+                change(self.kq, pid as usize, libc::EVFILT_PROC, libc::EV_DELETE, 0);
+            }
+        }
+
+        /// Sleeps until a followed process exits, the watcher is told to
+        /// look, or `ms` pass; `fired`: the pids that exited.
+        pub(super) fn wait(&mut self, ms: i32, fired: &mut Vec<i32>) {
+            // SAFETY: an all-zero kevent is valid.
+            let mut events: [libc::kevent; 32] = unsafe { std::mem::zeroed() };
+            let timeout = libc::timespec {
+                tv_sec: (ms / 1000) as libc::time_t,
+                tv_nsec: (ms % 1000) as libc::c_long * 1_000_000,
+            };
+            // SAFETY: see above.
+            let n =
+                unsafe { libc::kevent(self.kq, ptr::null(), 0, events.as_mut_ptr(), events.len() as i32, &timeout) };
+            for ev in events.iter().take(n.max(0) as usize) {
+                if ev.filter == libc::EVFILT_PROC && ev.fflags & libc::NOTE_EXIT != 0 {
+                    fired.push(ev.ident as i32);
+                }
             }
         }
     }
