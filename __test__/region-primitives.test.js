@@ -382,6 +382,25 @@ describe('Semaphore in a shared region', skip, () => {
     SharedRegion.unlink(name)
   })
 
+  test('a waiter rung first that gives up (aborted) rings the next before its promise settles', { timeout: 60000 }, async () => {
+    const { name, w, region, sem } = semaphore(0, 1)
+    const WAITING = [3]
+    const ac = new AbortController()
+    const mine = sem.acquireAsync({ signal: ac.signal }).then(() => 'acquired', (e) => e.name)
+    await until(() => placesOf(region.buffer, AT.Semaphore, WAITING).length === 1, 'this thread in line')
+    const kid = child(['sem-want', name, '1', '90']) // a free word of the layout
+    await until(() => placesOf(region.buffer, AT.Semaphore, WAITING).length === 2, 'the child in line behind it')
+    const next = placesOf(region.buffer, AT.Semaphore, WAITING)[1]
+    sem.release(1) // rings this thread's place, the first
+    ac.abort() // which gives up before it looked
+    assert.strictEqual(await mine, 'AbortError')
+    assert.ok(bellOf(region.buffer, AT.Semaphore, next.entry) > next.bell, 'the child was rung when this thread left the line')
+    await until(() => Atomics.load(w, 90) === 1, 'the child to be served')
+    kid.kill('SIGKILL')
+    await kid.exited
+    SharedRegion.unlink(name)
+  })
+
   test('a release by another process pays the holder\'s permits: its death then gives nothing back', { timeout: 60000 }, async () => {
     const { name, w, sem } = semaphore(3, 1)
     const holder = child(['sem-hold', name, '2'])
