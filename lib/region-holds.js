@@ -68,7 +68,7 @@ const GRACE_MS = 1
 
 // kind → giveBack(tx, user, word, count): gives `count` of what a dead
 // thread held back to the object whose first word is user[word], in the
-// transaction; returns the index (in `user`) of a word to wake, or -1.
+// transaction (and rings the object's line: `moveOn`).
 const kinds = new Map()
 
 // The table of each region buffer, per thread.
@@ -83,7 +83,6 @@ class Holds {
     this.w = words
     this.me = binding.regionOwner(user)
     this.tableMe = binding.regionOwner(words)
-    this.wakes = []
     // Lines whose first waiters are to be rung when the transaction is
     // done ([word, seqAt, kinds, together] each), and the bells rung.
     this.rings = []
@@ -129,11 +128,6 @@ class Holds {
       throw e
     } finally {
       regionLock.unlock(w, this.tableMe, 'SharedRegion')
-      const wakes = this.wakes
-      if (wakes.length !== 0) {
-        this.wakes = []
-        for (const i of wakes) futex.notify(this.user, i)
-      }
       const bells = this.bells
       if (bells.length !== 0) {
         this.bells = []
@@ -151,7 +145,6 @@ class Holds {
       Atomics.store(target, Atomics.load(w, r + 1), Atomics.load(w, r + 2))
     }
     Atomics.store(w, LOGGED, 0)
-    this.wakes = []
     this.rings = []
     this.bells = []
   }
@@ -173,8 +166,6 @@ class Holds {
   // user[i] = value, logged.
   put (i, value) { this.set(0, i, value) }
 
-  // A wake-up of every waiter of user[i], made once the mutex is let go.
-  wake (i) { this.wakes.push(i) }
 
   // This thread's entry of `kind` for the object at user[word] that this
   // table made (the last one), or -1. A thread whose holds were also
@@ -410,8 +401,7 @@ class Holds {
     const at = (Atomics.load(w, e + OBJECT) - 1) >> 2
     this.set(1, e + OWNER, 0)
     if (giveBack !== undefined) {
-      const waking = giveBack(this, this.user, at, Atomics.load(w, e + COUNT))
-      if (waking !== -1) this.wake(waking)
+      giveBack(this, this.user, at, Atomics.load(w, e + COUNT))
     }
   }
 

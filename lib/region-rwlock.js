@@ -61,12 +61,10 @@ const at = (ta) => ta.byteOffset >> 2
 register(KIND, (tx, user, i, n) => {
   tx.put(i + READERS, Math.max(0, Atomics.load(user, i + READERS) - n))
   letGo(tx, i)
-  return -1
 })
 for (const kind of LINE) {
   register(kind, (tx, user, i) => {
     letGo(tx, i)
-    return -1
   })
 }
 

@@ -55,11 +55,9 @@ const LINE = [WAITING]
 register(KIND, (tx, user, at, n) => {
   tx.put(at, Math.min(MAX, Atomics.load(user, at) + n))
   tx.moveOn(at, at + 1, LINE)
-  return -1
 })
 register(WAITING, (tx, user, at) => {
   tx.moveOn(at, at + 1, LINE)
-  return -1
 })
 
 // Takes `n` permits if they are free and this thread's turn (after giving
