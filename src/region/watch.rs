@@ -13,8 +13,8 @@
 //!   when the process has exited, after the kernel closed its files and so
 //!   released the slot's record lock.
 //! * Windows: a process handle (`OpenProcess` with `SYNCHRONIZE`), waited on
-//!   with `WaitForMultipleObjects`, 63 at most (the 64th is the watcher's
-//!   own event): past 63 other processes the region is not watched.
+//!   by the thread pool (`RegisterWaitForSingleObject`), whose callback
+//!   notes it and sets the watcher's event.
 //! * macOS: a kqueue `EVFILT_PROC` / `NOTE_EXIT` event registered for the
 //!   pid (one per process however many of its slots are followed: the
 //!   user's region and its holds table are two).
@@ -366,25 +366,43 @@ mod linux {
     }
 }
 
-/// Windows: process handles and the watcher's named event, waited on
-/// together.
+/// Windows: a thread-pool wait (`RegisterWaitForSingleObject`) per process
+/// handle, whose callback notes the handle and sets the watcher's named
+/// event, on which the watcher sleeps: no limit of 64 handles per wait.
 #[cfg(windows)]
 mod windows {
+    use std::collections::HashMap;
+    use std::ffi::c_void;
     use std::sync::OnceLock;
 
-    use super::super::{wide, CloseHandle, CreateEventW, Handle, SetEvent};
+    use parking_lot::Mutex;
+
+    use super::super::{wide, CloseHandle, CreateEventW, Handle, SetEvent, WaitForSingleObject};
     use futex_core::shared::Slot;
+
+    type Callback = extern "system" fn(context: *mut c_void, timed_out: u8);
 
     #[link(name = "kernel32")]
     extern "system" {
         fn OpenProcess(access: u32, inherit: i32, pid: u32) -> Handle;
         fn OpenEventW(access: u32, inherit: i32, name: *const u16) -> Handle;
-        fn WaitForMultipleObjects(count: u32, handles: *const Handle, all: i32, milliseconds: u32) -> u32;
+        fn RegisterWaitForSingleObject(
+            wait: *mut Handle,
+            object: Handle,
+            callback: Callback,
+            context: *mut c_void,
+            milliseconds: u32,
+            flags: u32,
+        ) -> i32;
+        fn UnregisterWaitEx(wait: Handle, completion: Handle) -> i32;
     }
 
     const SYNCHRONIZE: u32 = 0x0010_0000;
     const EVENT_MODIFY_STATE: u32 = 0x0002;
-    const MAXIMUM_WAIT_OBJECTS: usize = 64;
+    const INFINITE: u32 = u32::MAX;
+    const WT_EXECUTEONLYONCE: u32 = 0x0000_0008;
+    /// `UnregisterWaitEx`'s completion: return once a running callback is done.
+    const WAIT_FOR_CALLBACKS: Handle = -1isize as Handle;
 
     // SAFETY (for the calls below): handles this module opened, closed once;
     // NUL-terminated names.
@@ -397,12 +415,28 @@ mod windows {
         1
     }
 
+    /// How often the watcher looks at the slots (newcomers set its event).
+    pub(super) const LOOK_MS: i32 = 1000;
+
+    fn close(h: usize) {
+        // SAFETY: see above.
+        unsafe { CloseHandle(h as Handle) };
+    }
+
     fn event_name(pid: u32) -> Vec<u16> {
         wide(&format!(r"Local\shared-futex.deaths.{pid}"))
     }
 
     /// The watcher's own event, once it runs.
     static OWN: OnceLock<usize> = OnceLock::new();
+
+    /// Process handles whose process ended, noted by the thread pool's callback.
+    static FIRED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+    extern "system" fn exited(context: *mut c_void, _timed_out: u8) {
+        FIRED.lock().push(context as usize);
+        ring_own();
+    }
 
     pub(super) fn ring_own() {
         if let Some(&h) = OWN.get() {
@@ -423,17 +457,9 @@ mod windows {
         }
     }
 
-    /// How often the watcher looks at the slots (newcomers set its event).
-    pub(super) const LOOK_MS: i32 = 1000;
-
-    fn close(h: usize) {
-        // SAFETY: see above.
-        unsafe { CloseHandle(h as Handle) };
-    }
-
-    /// The handles waited on: the watcher's event first, then the processes.
+    /// The thread-pool wait of each process handle followed.
     pub(super) struct Poller {
-        handles: Vec<usize>,
+        waits: HashMap<usize, usize>,
     }
 
     impl Poller {
@@ -445,7 +471,7 @@ mod windows {
                 return None;
             }
             OWN.set(own as usize).ok()?;
-            Some(Poller { handles: vec![own as usize] })
+            Some(Poller { waits: HashMap::new() })
         }
 
         /// A handle of process `pid` (not yet followed).
@@ -455,37 +481,49 @@ mod windows {
             (!h.is_null()).then_some(h as usize)
         }
 
-        /// Follows `h`; false (and closed): 63 processes are followed already.
+        /// Follows `h`; false (and closed): the thread pool refused.
         pub(super) fn add(&mut self, h: usize) -> bool {
-            if self.handles.len() >= MAXIMUM_WAIT_OBJECTS {
+            let mut wait: Handle = std::ptr::null_mut();
+            // SAFETY: see above; the callback is a plain function, its
+            // context the handle's value.
+            let ok = unsafe {
+                RegisterWaitForSingleObject(
+                    &mut wait,
+                    h as Handle,
+                    exited,
+                    h as *mut c_void,
+                    INFINITE,
+                    WT_EXECUTEONLYONCE,
+                )
+            } != 0;
+            if !ok {
                 close(h);
                 return false;
             }
-            self.handles.push(h);
+            self.waits.insert(h, wait as usize);
             true
         }
 
-        /// Stops following `h` (if it was) and closes it.
+        /// Stops following `h` (if it was) and closes it. Its callback, if
+        /// it ran meanwhile, is done and forgotten first: the handle's
+        /// number may name another process once closed.
         pub(super) fn remove(&mut self, h: usize) {
-            if let Some(i) = self.handles.iter().skip(1).position(|&x| x == h) {
-                self.handles.remove(i + 1);
+            if let Some(wait) = self.waits.remove(&h) {
+                // SAFETY: a wait registered here, unregistered once.
+                unsafe { UnregisterWaitEx(wait as Handle, WAIT_FOR_CALLBACKS) };
+                FIRED.lock().retain(|&x| x != h);
             }
             close(h);
         }
 
         /// Sleeps until a followed process ends, the watcher is told to
-        /// look, or `ms` pass; `fired`: the handle of a process that ended
-        /// (one per call: the others stay signalled for the next).
+        /// look, or `ms` pass; `fired`: the handles of processes that ended.
         pub(super) fn wait(&mut self, ms: i32, fired: &mut Vec<usize>) {
-            let list: Vec<Handle> = self.handles.iter().map(|&h| h as Handle).collect();
-            // SAFETY: see above; `list` holds `len` live handles.
-            let r = unsafe { WaitForMultipleObjects(list.len() as u32, list.as_ptr(), 0, ms as u32) } as usize;
-            if r > 0 && r < list.len() {
-                fired.push(self.handles[r]);
-            } else if r >= MAXIMUM_WAIT_OBJECTS && r != 0x102 {
-                // WAIT_FAILED: not for a handle of ours; do not spin.
-                std::thread::sleep(std::time::Duration::from_millis(ms as u64));
+            if let Some(&own) = OWN.get() {
+                // SAFETY: see above (never closed).
+                unsafe { WaitForSingleObject(own as Handle, ms as u32) };
             }
+            fired.append(&mut FIRED.lock());
         }
     }
 }
