@@ -4,7 +4,7 @@
 // exclusion, wait / notify and hand-offs to a sleeping process, a killed
 // waiter not counted, a killed holder's lock handed on with ownerDied, a
 // death learnt at once by the watcher of deaths (Linux 5.3+, Windows),
-// error codes, Web Locks and a Semaphore, processes killed at random
+// also with 66 other processes, error codes, Web Locks and a Semaphore, processes killed at random
 // points beside a survivor, unlink), run by scripts/runtimes.js `region`:
 //
 // - under this machine's Node, with the binary the loader finds here;
@@ -15,7 +15,7 @@
 //   missing or was built from other sources than these (its digest in
 //   artifacts/manifest.json); in CI (CI set), where `npm run build:targets`
 //   comes first and scripts/runtimes.js installs Wine, only off Linux x64.
-//   8 to 15 s under Wine once the runtime is fetched (the first run fetches
+//   30 to 35 s under Wine once the runtime is fetched (the first run fetches
 //   it and makes a Wine prefix, about 12 s more).
 const assert = require('assert')
 const fs = require('fs')
