@@ -57,7 +57,7 @@ const MINE = 1 // held by this thread in a way that makes waiting a deadlock
 const at = (ta) => ta.byteOffset >> 2
 
 // The read locks of a dead thread leave READERS; its place in line is
-// freed (the entry is, by the table).
+// freed (the entry is, by the table). Either way the line is rung.
 register(KIND, (tx, user, i, n) => {
   tx.put(i + READERS, Math.max(0, Atomics.load(user, i + READERS) - n))
   letGo(tx, i)

@@ -48,10 +48,11 @@ const MAX = 0x7fffffff
 // WORD's index in the whole buffer of the region.
 const wordOf = (ta) => ta.byteOffset >> 2
 
-// What a dead thread held goes back to the free permits; a dead waiter's
-// place in line is freed (the entry is, by the table).
 const LINE = [WAITING]
 
+// What a dead thread held goes back to the free permits; a dead waiter's
+// place in line is freed (the entry is, by the table). Either way the line
+// is rung.
 register(KIND, (tx, user, at, n) => {
   tx.put(at, Math.min(MAX, Atomics.load(user, at) + n))
   tx.moveOn(at, at + 1, LINE)

@@ -26,7 +26,6 @@ use super::{coded, map_under_init_lock, mapped_already, register, settle_layout,
 #[cfg(target_os = "linux")]
 #[path = "bell.rs"]
 mod bell;
-#[cfg(any(target_os = "linux", target_os = "macos"))]
 #[path = "watch.rs"]
 mod watch;
 
@@ -380,10 +379,8 @@ fn map(fd: i32, path: &str, user_bytes: u32, layout: Layout, build: &str) -> Res
     }
     #[cfg(target_os = "linux")]
     queues.set_bells(*bell::BELLS);
-    #[cfg(any(target_os = "linux", target_os = "macos"))]
     queues.set_ns(*watch::NS);
     let region = register(queues, base, size, layout, id, path);
-    #[cfg(any(target_os = "linux", target_os = "macos"))]
     watch::announce(&region);
     Ok((region, false))
 }
@@ -504,11 +501,5 @@ pub(super) const SUPPORTED: bool = true;
 /// Whether this process learns of every death of the region's processes at
 /// once (src/region/watch.rs), so that its watching waits can sleep long.
 pub(super) fn watches(region: &Region) -> bool {
-    #[cfg(any(target_os = "linux", target_os = "macos"))]
-    return watch::watches(region);
-    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
-    {
-        let _ = region;
-        false
-    }
+    watch::watches(region)
 }
