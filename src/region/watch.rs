@@ -28,8 +28,8 @@
 //! its pid namespace, so a handle is trusted only if, after it was opened,
 //! the slot is still held (its lock), still has the generation read before,
 //! and its claimer named the same pid namespace as this process (the slot's
-//! `ns`, which the claimer sets after its pid; Windows has one namespace of
-//! pids): then the process holding the slot lived after the handle was
+//! `ns`, which the claimer sets after its pid; Windows and macOS have one
+//! namespace of pids): then the process holding the slot lived after the handle was
 //! made, so it is the handle's. A slot whose namespace differs (a container
 //! sharing the region's directory) cannot be followed, nor can a process
 //! this one may not open: the region is then not *watched*, and its waits
