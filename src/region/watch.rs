@@ -203,7 +203,8 @@ fn look(poller: &mut sys::Poller, followed: &mut Slots, seen: &mut Vec<Weak<Regi
                 ended |= !first && old.is_none();
                 None
             } else if ns == 0 {
-                // Mid-claim: its claimer will say when it is done.
+                // Mid-claim: its claimer will say when it is done (on
+                // macOS, the next look finds it).
                 all = false;
                 continue;
             } else if ns != mine {
@@ -214,7 +215,7 @@ fn look(poller: &mut sys::Poller, followed: &mut Slots, seen: &mut Vec<Weak<Regi
                     Some(p) if poller.add(p) => Some(p),
                     _ => {
                         // Gone meanwhile, claimed again, not to be opened
-                        // here, or one too many: look again soon.
+                        // here, or refused by the poller: look again soon.
                         all = false;
                         continue;
                     }
