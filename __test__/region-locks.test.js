@@ -174,9 +174,11 @@ describe('region.locks: Web Locks across processes', skip, () => {
     stealer.kill('SIGKILL')
     await stealer.exited
     // A held lock's watch keeps no process alive (nor does a pending
-    // promise): a server would, this does.
-    const alive = setInterval(() => {}, 1000)
-    const e = await outcome.finally(() => clearInterval(alive))
+    // promise): a server would; here the bound's timer does.
+    let timer
+    const bound = new Promise((resolve) => { timer = setTimeout(resolve, 30000, new Error('not told within 30 s')) })
+    const e = await Promise.race([outcome, bound])
+    clearTimeout(timer)
     assert.strictEqual(e.name, 'AbortError', String(e))
     assert.strictEqual(e.message, 'The lock was stolen.')
     release()
