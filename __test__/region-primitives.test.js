@@ -583,14 +583,7 @@ describe('RwLock in a shared region', skip, () => {
     const CLOCK = 80 // 0: the workers' clocks stand still at T; then they run
     const FIRST = 81 // who got in first: 1 the reader, 2 the writer
     const T = Date.now() - 1000
-    const inLine = (kind) => {
-      const { holdsOf, layout: { ENTRIES_AT, ENTRY_WORDS, OWNER, OBJECT, KIND } } = require('../lib/region-holds')
-      const table = holdsOf(new Int32Array(rw.buffer, AT.RwLock, 4)).w
-      for (let e = ENTRIES_AT; e < table.length; e += ENTRY_WORDS) {
-        if (table[e + OWNER] !== 0 && table[e + OBJECT] === AT.RwLock + 1 && table[e + KIND] === kind) return true
-      }
-      return false
-    }
+    const inLine = (kind) => placesOf(rw.buffer, AT.RwLock, [kind]).length > 0
     const code = `
       const { workerData: { root, name, at, T, CLOCK, FIRST, role }, parentPort } = require('worker_threads')
       const { SharedRegion, RwLock } = require(root)

@@ -6,24 +6,18 @@
 // SharedRegion. PostgreSQL itself, sampled meanwhile, must never see more.
 // Skipped, with the reason, where regions, PostgreSQL or `pg` are absent.
 const assert = require('assert')
-const fs = require('fs')
 const path = require('path')
 const { test, describe, before, after } = require('./harness')
-const { runChild, transcript, regionsUnsupported } = require('./util')
+const { runChild, transcript, regionsUnsupported, postgresUnavailable, PG_CLUSTER } = require('./util')
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'region-semaphore-pg.js')
-const CLUSTER = path.join(__dirname, '..', 'scripts', 'pg-cluster.js')
-const NODE_MAJOR = Number(process.versions.node.split('.')[0])
-const why = NODE_MAJOR < 16
-  ? `pg 8 needs Node 16 or later, this is ${process.versions.node}`
-  : regionsUnsupported() ||
-    (!fs.existsSync(CLUSTER) ? 'scripts/pg-cluster.js is not here (a package without the repository\'s scripts)' : require(CLUSTER).unavailable())
+const why = postgresUnavailable() || regionsUnsupported()
 const skip = why ? { skip: `cannot run here: ${why}` } : {}
 
 describe('a cluster app capped at 3 PostgreSQL connections by a region Semaphore', skip, () => {
   let cluster = null
   before(async () => {
-    cluster = await require(CLUSTER).startPostgres()
+    cluster = await require(PG_CLUSTER).startPostgres()
   })
   after(async () => {
     if (cluster !== null) await cluster.stop()

@@ -279,7 +279,23 @@ function typeErrors (ts, file, source, options) {
     .map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'))
 }
 
+// --- PostgreSQL ---------------------------------------------------------------
+
+// The throwaway cluster's helper (the repository's only: not beside an
+// installed package).
+const PG_CLUSTER = path.join(__dirname, '..', 'scripts', 'pg-cluster.js')
+
+// Why a test against PostgreSQL cannot run here, or false where it can:
+// `pg` 8 needs Node 16; the cluster helper is absent; PostgreSQL or `pg` is.
+function postgresUnavailable () {
+  if (Number(process.versions.node.split('.')[0]) < 16) return `pg 8 needs Node 16 or later, this is ${process.versions.node}`
+  if (!fs.existsSync(PG_CLUSTER)) return 'scripts/pg-cluster.js is not here (a package without the repository\'s scripts)'
+  return require(PG_CLUSTER).unavailable()
+}
+
 module.exports = {
+  PG_CLUSTER,
+  postgresUnavailable,
   typeErrors,
   removeDir,
   stressRounds,

@@ -11,20 +11,12 @@ const assert = require('assert')
 const path = require('path')
 const { spawn } = require('child_process')
 const { test, describe, before, after } = require('./harness')
-const { runChild, transcript } = require('./util')
+const { runChild, transcript, postgresUnavailable, PG_CLUSTER } = require('./util')
 
 const HARD_TIMEOUT = 60000
 const FIXTURE = path.join(__dirname, 'fixtures', 'postgres-locks-child.js')
-// Where it cannot run: `pg` 8 needs Node 16; the cluster helper is in the
-// repository only (not beside an installed package); PostgreSQL or `pg` absent.
-const CLUSTER = path.join(__dirname, '..', 'scripts', 'pg-cluster.js')
-const NODE_MAJOR = Number(process.versions.node.split('.')[0])
-const why = NODE_MAJOR < 16
-  ? `pg 8 needs Node 16 or later, this is ${process.versions.node}`
-  : !require('fs').existsSync(CLUSTER)
-      ? 'scripts/pg-cluster.js is not here (a package without the repository\'s scripts)'
-      : require(CLUSTER).unavailable()
-const pgCluster = why ? null : require(CLUSTER)
+const why = postgresUnavailable()
+const pgCluster = why ? null : require(PG_CLUSTER)
 const skip = why ? { skip: `no PostgreSQL here: ${why}` } : {}
 const HAS_TIMEOUT_SIGNAL = typeof AbortSignal === 'function' && typeof AbortSignal.timeout === 'function'
 
